@@ -1,0 +1,13 @@
+// Subcommand registration. Each cmd_*.cc defines one Add*Command that adds a
+// CLI11 subcommand to `root` and, when that subcommand is chosen, runs it and
+// stores the process exit code in *exit_code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace specd::app {
+
+void AddGlobalOptions(CLI::App& root);
+void AddDoctorCommand(CLI::App& root, int* exit_code);
+
+}  // namespace specd::app

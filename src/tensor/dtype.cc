@@ -1,0 +1,197 @@
+#include "tensor/dtype.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace specd {
+
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kQ8_0: return "q8_0";
+    case DType::kQ4_0: return "q4_0";
+    case DType::kI8: return "i8";
+    case DType::kI32: return "i32";
+    case DType::kI64: return "i64";
+    case DType::kBool: return "bool";
+  }
+  return "?";
+}
+
+StatusOr<DType> ParseDType(std::string_view name) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kI8,
+                  DType::kI32, DType::kI64, DType::kBool}) {
+    if (name == DTypeName(t)) return t;
+  }
+  return InvalidArgumentError("unknown dtype '" + std::string(name) +
+                              "': expected f32, f16, bf16, q8_0 or q4_0");
+}
+
+int DTypeBlockElems(DType t) { return IsQuantized(t) ? kQuantBlock : 1; }
+
+size_t DTypeBlockBytes(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kF16: return 2;
+    case DType::kBF16: return 2;
+    case DType::kQ8_0: return sizeof(BlockQ8_0);
+    case DType::kQ4_0: return sizeof(BlockQ4_0);
+    case DType::kI8: return 1;
+    case DType::kI32: return 4;
+    case DType::kI64: return 8;
+    case DType::kBool: return 1;
+  }
+  return 0;
+}
+
+bool IsQuantized(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+
+float F16ToF32(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ff;
+  uint32_t u;
+  if (exp == 0) {
+    if (mant == 0) {
+      u = sign;
+    } else {  // subnormal: normalize
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400) == 0);
+      u = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3ff) << 13;
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000 | mant << 13;
+  } else {
+    u = sign | (exp + 127 - 15) << 23 | mant << 13;
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t F32ToF16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint32_t sign = (u >> 16) & 0x8000;
+  uint32_t abs = u & 0x7fffffff;
+  if (abs > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00);  // NaN
+  if (abs >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // overflow -> inf
+  if (abs < 0x38800000) {                                              // subnormal or zero
+    if (abs < 0x33000000) return static_cast<uint16_t>(sign);
+    uint32_t e = abs >> 23;
+    uint32_t m = (abs & 0x7fffff) | 0x800000;
+    uint32_t shift = 126 - e;  // 14..24
+    uint32_t half = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1);
+    uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t r = abs + 0xfff + ((abs >> 13) & 1);  // round to nearest even
+  return static_cast<uint16_t>(sign | ((r - (112u << 23)) >> 13));
+}
+
+void QuantizeRowQ8_0(const float* x, BlockQ8_0* out, int64_t n) {
+  for (int64_t b = 0; b < n / kQuantBlock; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    float amax = 0.f;
+    for (int i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    float d = amax / 127.f;
+    float id = d != 0.f ? 1.f / d : 0.f;
+    out[b].d = F32ToF16(d);
+    for (int i = 0; i < kQuantBlock; ++i) out[b].qs[i] = static_cast<int8_t>(std::lround(xb[i] * id));
+  }
+}
+
+void QuantizeRowQ4_0(const float* x, BlockQ4_0* out, int64_t n) {
+  for (int64_t b = 0; b < n / kQuantBlock; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    float amax = 0.f, max = 0.f;
+    for (int i = 0; i < kQuantBlock; ++i) {
+      if (std::fabs(xb[i]) > amax) {
+        amax = std::fabs(xb[i]);
+        max = xb[i];
+      }
+    }
+    float d = max / -8.f;
+    float id = d != 0.f ? 1.f / d : 0.f;
+    out[b].d = F32ToF16(d);
+    for (int i = 0; i < kQuantBlock / 2; ++i) {
+      int q0 = std::min(15, static_cast<int>(xb[i] * id + 8.5f));
+      int q1 = std::min(15, static_cast<int>(xb[i + 16] * id + 8.5f));
+      out[b].qs[i] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
+  switch (t) {
+    case DType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
+    case DType::kF16: {
+      auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = F16ToF32(s[i]);
+      return;
+    }
+    case DType::kBF16: {
+      auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = BF16ToF32(s[i]);
+      return;
+    }
+    case DType::kQ8_0: {
+      auto* b = static_cast<const BlockQ8_0*>(src);
+      for (int64_t j = 0; j < n / kQuantBlock; ++j) {
+        float d = F16ToF32(b[j].d);
+        for (int i = 0; i < kQuantBlock; ++i) dst[j * kQuantBlock + i] = d * b[j].qs[i];
+      }
+      return;
+    }
+    case DType::kQ4_0: {
+      auto* b = static_cast<const BlockQ4_0*>(src);
+      for (int64_t j = 0; j < n / kQuantBlock; ++j) {
+        float d = F16ToF32(b[j].d);
+        for (int i = 0; i < kQuantBlock / 2; ++i) {
+          dst[j * kQuantBlock + i] = d * ((b[j].qs[i] & 0xf) - 8);
+          dst[j * kQuantBlock + i + 16] = d * ((b[j].qs[i] >> 4) - 8);
+        }
+      }
+      return;
+    }
+    default:
+      for (int64_t i = 0; i < n; ++i) dst[i] = 0.f;
+  }
+}
+
+void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
+  switch (t) {
+    case DType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
+    case DType::kF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = F32ToF16(src[i]);
+      return;
+    }
+    case DType::kBF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = F32ToBF16(src[i]);
+      return;
+    }
+    case DType::kQ8_0:
+      QuantizeRowQ8_0(src, static_cast<BlockQ8_0*>(dst), n);
+      return;
+    case DType::kQ4_0:
+      QuantizeRowQ4_0(src, static_cast<BlockQ4_0*>(dst), n);
+      return;
+    default:
+      return;
+  }
+}
+
+}  // namespace specd

@@ -1,0 +1,76 @@
+// Element types of weights and activations, and GGUF's block-quantized layouts.
+//
+// Quantized types store rows as consecutive blocks of 32 elements along the
+// innermost (input) dimension, exactly as ggml does, so GGUF tensors are used
+// in place:
+//   Q8_0: {fp16 d; int8 qs[32]}        x[i] = d * qs[i]
+//   Q4_0: {fp16 d; uint8 qs[16]}       x[i] = d * ((qs[i] & 0xF) - 8),
+//                                      x[i+16] = d * ((qs[i] >> 4) - 8)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace specd {
+
+enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kI8, kI32, kI64, kBool };
+
+constexpr int kQuantBlock = 32;
+
+struct BlockQ8_0 {
+  uint16_t d;  // fp16 scale
+  int8_t qs[kQuantBlock];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+struct BlockQ4_0 {
+  uint16_t d;  // fp16 scale
+  uint8_t qs[kQuantBlock / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+const char* DTypeName(DType t);
+// Accepts the names DTypeName prints ("f32", "q4_0", ...).
+StatusOr<DType> ParseDType(std::string_view name);
+// Elements per storage block: 32 for Q8_0/Q4_0, else 1.
+int DTypeBlockElems(DType t);
+// Bytes per storage block.
+size_t DTypeBlockBytes(DType t);
+bool IsQuantized(DType t);
+// Bytes of a row of `n` elements. REQUIRES: n % DTypeBlockElems(t) == 0.
+inline size_t RowBytes(DType t, int64_t n) {
+  return static_cast<size_t>(n / DTypeBlockElems(t)) * DTypeBlockBytes(t);
+}
+
+// IEEE half <-> float (round to nearest even), and bfloat16 <-> float.
+float F16ToF32(uint16_t h);
+uint16_t F32ToF16(float f);
+inline float BF16ToF32(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t F32ToBF16(float f) {  // round to nearest even; NaN stays NaN
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fff + ((u >> 16) & 1);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// Reference (scalar) quantization of one row, ggml-compatible rounding.
+// REQUIRES: n % 32 == 0.
+void QuantizeRowQ8_0(const float* x, BlockQ8_0* out, int64_t n);
+void QuantizeRowQ4_0(const float* x, BlockQ4_0* out, int64_t n);
+// Converts one row of any float or quantized dtype to f32.
+void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
+// Converts one f32 row into `t` (f32, f16, bf16, q8_0, q4_0).
+void QuantizeRow(DType t, const float* src, void* dst, int64_t n);
+
+}  // namespace specd
