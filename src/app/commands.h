@@ -8,6 +8,14 @@
 namespace specd::app {
 
 void AddGlobalOptions(CLI::App& root);
+void AddGenerateCommand(CLI::App& root, int* exit_code);
+void AddServeCommand(CLI::App& root, int* exit_code);
+void AddTokenizeCommand(CLI::App& root, int* exit_code);
+void AddMakeModelCommand(CLI::App& root, int* exit_code);
+void AddQuantizeCommand(CLI::App& root, int* exit_code);
+void AddBenchCommand(CLI::App& root, int* exit_code);
+void AddCommBenchCommand(CLI::App& root, int* exit_code);
 void AddDoctorCommand(CLI::App& root, int* exit_code);
+void AddDiagnoseCommand(CLI::App& root, int* exit_code);
 
 }  // namespace specd::app

@@ -14,7 +14,15 @@ int main(int argc, char** argv) {
   root.require_subcommand(1);
   int exit_code = 0;
   specd::app::AddGlobalOptions(root);
+  specd::app::AddGenerateCommand(root, &exit_code);
+  specd::app::AddServeCommand(root, &exit_code);
+  specd::app::AddTokenizeCommand(root, &exit_code);
+  specd::app::AddMakeModelCommand(root, &exit_code);
+  specd::app::AddQuantizeCommand(root, &exit_code);
+  specd::app::AddBenchCommand(root, &exit_code);
+  specd::app::AddCommBenchCommand(root, &exit_code);
   specd::app::AddDoctorCommand(root, &exit_code);
+  specd::app::AddDiagnoseCommand(root, &exit_code);
   try {
     root.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

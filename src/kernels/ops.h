@@ -1,0 +1,65 @@
+// CPU ops used by the forward pass. Each op has a plain scalar reference in
+// kernels/cpu/reference.h and a dispatched fast version here; tests compare
+// the two (tolerances stated in the tests).
+//
+// Conventions: activations are f32, row-major, one row per token.
+// A linear weight W is (out, in) in any weight dtype; y = x · Wᵀ.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/thread_pool.h"
+#include "tensor/tensor_view.h"
+
+namespace specd::kernels {
+
+// y[t, o] = sum_i x[t, i] * W[o, i]   for t < n_tokens, o < W.rows()
+// x: (n_tokens, W.cols()), y: (n_tokens, W.rows()). `pool` may be null (1 thread).
+// Quantized weights quantize x to 8 bits per block of 32 (as llama.cpp does) so
+// the inner loop is an integer dot product.
+void MatMul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadPool* pool);
+
+// Same, restricted to output rows [row_begin, row_end) of W (for vocab-parallel
+// or draft LM heads); y is (n_tokens, row_end - row_begin).
+void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
+                int n_tokens, float* y, ThreadPool* pool);
+
+// out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w      x, out: (n_tokens, dim); may alias.
+void RmsNorm(const float* x, const float* w, int n_tokens, int dim, float eps, float* out);
+
+// In-place RoPE on x: (n_tokens, n_heads, head_dim), position pos[t] per token.
+// `inv_freq` has head_dim/2 entries (rope_theta and llama3 scaling folded in).
+// interleaved=false pairs (i, i+head_dim/2) (HF rotate_half); true pairs (2i, 2i+1).
+void Rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,
+          const float* inv_freq, bool interleaved);
+
+// out = silu(gate) * up, elementwise over n values. out may alias gate.
+void SwiGLU(const float* gate, const float* up, int64_t n, float* out);
+
+// Numerically stable in-place softmax over n values.
+void Softmax(float* x, int64_t n);
+// Index of the largest value (the first one on ties).
+int64_t Argmax(const float* x, int64_t n);
+
+// Attention over a paged KV cache for one sequence.
+//
+// The sequence's cache holds n_ctx positions (slots 0..n_ctx-1): K and V for
+// slot s live at k_pages[s / page_size] + (s % page_size) * kv_stride, each
+// (n_kv_heads, head_dim) f32, kv_stride = n_kv_heads * head_dim.
+// The n_q query tokens occupy the last n_q slots (n_ctx - n_q .. n_ctx-1);
+// their K/V are already written there. Query t sees every slot below
+// n_ctx - n_q, and among the last n_q slots:
+//   mask == nullptr: slots up to and including its own (causal);
+//   mask != nullptr: slot n_ctx - n_q + j iff mask[t * n_q + j] != 0 (tree).
+// q: (n_q, n_heads, head_dim); out: (n_q, n_heads, head_dim).
+// GQA: query head h reads KV head h / (n_heads / n_kv_heads).
+// Scale is 1/sqrt(head_dim).
+struct KvPages {
+  float* const* k_pages;
+  float* const* v_pages;
+  int page_size;
+};
+void Attention(const float* q, int n_q, int n_ctx, const KvPages& kv, const uint8_t* mask,
+               int n_heads, int n_kv_heads, int head_dim, float* out, ThreadPool* pool);
+
+}  // namespace specd::kernels
