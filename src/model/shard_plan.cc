@@ -1,0 +1,60 @@
+#include "model/shard_plan.h"
+
+#include <fmt/format.h>
+
+namespace specd {
+
+StatusOr<ShardPlan> ShardPlan::Create(const ModelConfig& c, int rank, int world, bool quantized) {
+  ShardPlan p;
+  p.rank = rank;
+  p.world = world;
+  if (world < 1 || rank < 0 || rank >= world)
+    return InvalidArgumentError(fmt::format("rank {} of world size {} is invalid", rank, world));
+  if (c.n_heads % world != 0)
+    return InvalidArgumentError(fmt::format(
+        "tensor parallelism {}: n_heads = {} does not divide by {}", world, c.n_heads, world));
+  if (c.ffn_dim % world != 0)
+    return InvalidArgumentError(fmt::format(
+        "tensor parallelism {}: ffn_dim (intermediate_size) = {} does not divide by {}", world,
+        c.ffn_dim, world));
+  if (c.n_kv_heads % world != 0 && world % c.n_kv_heads != 0)
+    return InvalidArgumentError(fmt::format(
+        "tensor parallelism {}: n_kv_heads = {} neither divides by {} nor divides it, so KV heads "
+        "can be neither split nor replicated",
+        world, c.n_kv_heads, world));
+  p.n_q_heads = c.n_heads / world;
+  p.q_head_begin = rank * p.n_q_heads;
+  int group = c.n_heads / c.n_kv_heads;
+  p.kv_head_begin = p.q_head_begin / group;
+  int kv_end = (p.q_head_begin + p.n_q_heads - 1) / group + 1;
+  p.n_kv_heads = kv_end - p.kv_head_begin;
+  p.ffn_len = c.ffn_dim / world;
+  p.ffn_begin = rank * p.ffn_len;
+  if (quantized && world > 1) {
+    if (p.ffn_len % 32 != 0)
+      return InvalidArgumentError(fmt::format(
+          "tensor parallelism {}: each rank's share of ffn_dim is {} columns of down_proj, not a "
+          "multiple of the 32-element Q8_0/Q4_0 block, so quantized blocks cannot be sliced",
+          world, p.ffn_len));
+    if ((p.n_q_heads * c.head_dim) % 32 != 0)
+      return InvalidArgumentError(fmt::format(
+          "tensor parallelism {}: each rank's share of o_proj is {} columns, not a multiple of the "
+          "32-element Q8_0/Q4_0 block",
+          world, p.n_q_heads * c.head_dim));
+  }
+  p.vocab_parallel = world > 1 && c.vocab_size % world == 0;
+  p.vocab_len = p.vocab_parallel ? c.vocab_size / world : c.vocab_size;
+  p.vocab_begin = p.vocab_parallel ? rank * p.vocab_len : 0;
+  return p;
+}
+
+std::string ShardPlan::ToString() const {
+  return fmt::format("rank {}/{}: q heads [{}, {}), kv heads [{}, {}), ffn [{}, {}), lm head {}",
+                     rank, world, q_head_begin, q_head_begin + n_q_heads, kv_head_begin,
+                     kv_head_begin + n_kv_heads, ffn_begin, ffn_begin + ffn_len,
+                     vocab_parallel ? fmt::format("rows [{}, {})", vocab_begin,
+                                                  vocab_begin + vocab_len)
+                                    : std::string("replicated"));
+}
+
+}  // namespace specd

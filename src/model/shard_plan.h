@@ -1,0 +1,39 @@
+// How one rank's share of a model is cut for tensor parallelism.
+//
+// Sharding rule (Megatron style, as in gpt-fast's tp.py):
+//  - q/k/v and gate/up are column-parallel: a rank holds a contiguous range of
+//    output rows (whole heads for q/k/v, a range of FFN units for gate/up), so
+//    its slice of the stored weight is a zero-copy row range.
+//  - o and down are row-parallel: a rank holds the matching range of input
+//    columns (a copy, sliced on 32-element block boundaries for Q8_0/Q4_0),
+//    and the partial outputs are summed by an allreduce.
+//  - Query heads are split evenly. KV heads are split when n_kv_heads divides
+//    by the world size; when the world size divides by n_kv_heads, each KV head
+//    is replicated on world/n_kv_heads ranks (as SGLang and vLLM do).
+//  - The LM head is vocab-parallel when vocab_size divides by the world size
+//    (logits are gathered), else replicated. Embeddings are replicated.
+// At world size 1 the plan is the whole model.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "loader/model_config.h"
+
+namespace specd {
+
+struct ShardPlan {
+  int rank = 0, world = 1;
+  int q_head_begin = 0, n_q_heads = 0;    // local query heads
+  int kv_head_begin = 0, n_kv_heads = 0;  // local KV heads
+  int ffn_begin = 0, ffn_len = 0;         // local FFN units
+  bool vocab_parallel = false;
+  int vocab_begin = 0, vocab_len = 0;     // local LM-head rows
+
+  // Explains which dimension does not divide when no valid plan exists.
+  // `quantized` requires row-parallel input slices on 32-element boundaries.
+  static StatusOr<ShardPlan> Create(const ModelConfig& c, int rank, int world, bool quantized);
+  std::string ToString() const;
+};
+
+}  // namespace specd
