@@ -30,6 +30,10 @@ struct LoadOptions {
 
 // Tokenizer data found inside a GGUF file (tokenizer.ggml.*); empty for
 // safetensors (their tokenizer.json sits next to them).
+// Defaults when a key is absent follow llama.cpp: for model "llama" (SPM)
+// bos/eos/unk = 1/2/0, add_bos = true, add_space_prefix = true; for other
+// models ids stay -1, add_bos = false and add_space_prefix = false.
+// scores / token_types are empty when absent, else as long as tokens.
 struct GgufVocab {
   std::string model;             // "llama" (SPM), "gpt2" (BPE), "no_vocab", ""
   std::string pre;               // tokenizer.ggml.pre ("llama-bpe", "qwen2", "default", ...)
@@ -75,5 +79,10 @@ class Checkpoint {
 // .gguf file. Errors name the file, the tensor or key, expected vs found.
 StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const std::string& path,
                                                      const LoadOptions& options = {});
+
+// Reads only the tokenizer.ggml.* metadata of a GGUF file: works for
+// vocab-only files (zero tensors, no model keys) and for full models (tensor
+// infos are not parsed). Errors name the file and the key.
+StatusOr<GgufVocab> ReadGgufVocab(const std::string& path);
 
 }  // namespace specd
