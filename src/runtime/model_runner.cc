@@ -1,0 +1,98 @@
+#include "runtime/model_runner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "base/clock.h"
+#include "base/logging.h"
+
+namespace specd {
+
+StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& options,
+                                                           Communicator* comm) {
+  std::unique_ptr<ModelRunner> r(new ModelRunner());
+  r->comm_ = comm;
+  Stopwatch sw;
+  auto ckpt = OpenCheckpoint(options.model_path, options.load);
+  if (!ckpt.ok()) return std::move(ckpt).TakeStatus().WithStage("load weights");
+  r->ckpt_ = std::move(ckpt).value();
+  const ModelConfig& c = r->ckpt_->config();
+  bool quantized = false;
+  for (const auto& [name, t] : r->ckpt_->tensors()) quantized |= IsQuantized(t.dtype);
+  auto plan = ShardPlan::Create(c, comm->rank(), comm->world_size(), quantized);
+  if (!plan.ok()) return std::move(plan).TakeStatus().WithStage("shard plan");
+  r->pool_ = std::make_unique<kernels::ThreadPool>(std::max(1, options.threads));
+  auto model = Transformer::Create(*r->ckpt_, *plan, comm, r->pool_.get(), options.transformer);
+  if (!model.ok()) return std::move(model).TakeStatus().WithStage("load weights");
+  r->model_ = std::move(model).value();
+  int tokens = options.kv_cache_tokens > 0 ? options.kv_cache_tokens
+                                           : std::min(c.max_seq_len, 8192) * 4;
+  int pages = (tokens + options.page_size - 1) / options.page_size;
+  r->kv_ = std::make_unique<KvCache>(c.n_layers, r->model_->kv_dim_local(), options.page_size,
+                                     pages);
+  LOG_INFO("load weights", "{} ({}, {} layers, hidden {}, vocab {}): {:.1f} MiB of weights on this "
+           "rank, KV cache {} tokens, loaded in {:.2f} s",
+           options.model_path, c.arch, c.n_layers, c.hidden_dim, c.vocab_size,
+           r->model_->weight_bytes() / 1048576.0, pages * options.page_size, sw.Seconds());
+  return r;
+}
+
+Status ModelRunner::Execute(const StepDesc& desc, ForwardOutput* out) {
+  for (const KvOp& op : desc.kv_ops) {
+    switch (op.kind) {
+      case KvOp::kNew: {
+        int id = kv_->NewSequence();
+        if (id != op.a)
+          return InternalError(fmt::format("KV sequence id {} differs from rank 0's {}", id, op.a));
+        break;
+      }
+      case KvOp::kFree:
+        if (kv_->IsLive(op.seq)) kv_->FreeSequence(op.seq);
+        break;
+      case KvOp::kTruncate:
+        kv_->Truncate(op.seq, op.a);
+        break;
+      case KvOp::kMove:
+        kv_->MoveSlot(op.seq, op.a, op.b);
+        break;
+    }
+  }
+  if (desc.batch.empty()) return Status::Ok();
+  for (const SeqInput& s : desc.batch) {
+    if (!kv_->IsLive(s.seq))
+      return InvalidArgumentError(fmt::format("forward on KV sequence {} that does not exist", s.seq));
+  }
+  model_->SetCaptureLayers(desc.capture_aux ? capture_layers_ : std::vector<int>{});
+  if (!desc.capture_aux) out->aux_hidden.clear();
+  return model_->Forward(desc.batch, kv_.get(), out);
+}
+
+Status PublishStep(Communicator* comm, const StepDesc& desc) {
+  if (comm->world_size() == 1) return Status::Ok();
+  std::string bytes = SerializeStep(desc);
+  uint64_t n = bytes.size();
+  RETURN_IF_ERROR(comm->Broadcast(&n, sizeof(n), 0).WithStage("publish step"));
+  return comm->Broadcast(bytes.data(), n, 0).WithStage("publish step");
+}
+
+StatusOr<StepDesc> ReceiveStep(Communicator* comm) {
+  uint64_t n = 0;
+  RETURN_IF_ERROR(comm->Broadcast(&n, sizeof(n), 0).WithStage("receive step"));
+  if (n > (uint64_t{1} << 30))
+    return CorruptionError(fmt::format("step descriptor of {} bytes announced", n));
+  std::string bytes(n, '\0');
+  RETURN_IF_ERROR(comm->Broadcast(bytes.data(), n, 0).WithStage("receive step"));
+  return DeserializeStep(bytes);
+}
+
+Status RunWorkerLoop(ModelRunner* runner) {
+  ForwardOutput out;
+  while (true) {
+    ASSIGN_OR_RETURN(StepDesc desc, ReceiveStep(runner->comm()));
+    if (desc.shutdown) return Status::Ok();
+    RETURN_IF_ERROR(runner->Execute(desc, &out));
+  }
+}
+
+}  // namespace specd

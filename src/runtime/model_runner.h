@@ -1,0 +1,64 @@
+// What every rank runs: its shard of the target model, its KV cache, and the
+// code that applies a step descriptor. Rank 0's Engine and the other ranks'
+// worker loop both go through Execute, so their KV caches stay identical.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "kernels/thread_pool.h"
+#include "loader/checkpoint.h"
+#include "model/kv_cache.h"
+#include "model/transformer.h"
+#include "runtime/step.h"
+
+namespace specd {
+
+struct RunnerOptions {
+  std::string model_path;
+  LoadOptions load;
+  int threads = 1;           // per rank
+  int kv_cache_tokens = 0;   // 0: min(context length, 8192) · 4
+  int page_size = 16;
+  TransformerOptions transformer;
+};
+
+class ModelRunner {
+ public:
+  // Loads this rank's shard. Errors carry the stage ("load weights", "shard plan").
+  static StatusOr<std::unique_ptr<ModelRunner>> Create(const RunnerOptions& options,
+                                                       Communicator* comm);
+
+  // Applies desc.kv_ops, then runs the forward pass if desc.batch is not empty.
+  Status Execute(const StepDesc& desc, ForwardOutput* out);
+
+  // Layers whose input hidden states a step with capture_aux returns (EAGLE-3).
+  void SetCaptureLayers(std::vector<int> layers) { capture_layers_ = std::move(layers); }
+
+  const ModelConfig& config() const { return model_->config(); }
+  const Checkpoint& checkpoint() const { return *ckpt_; }
+  Transformer& model() { return *model_; }
+  KvCache& kv() { return *kv_; }
+  Communicator* comm() { return comm_; }
+  kernels::ThreadPool* pool() { return pool_.get(); }
+
+ private:
+  ModelRunner() = default;
+  std::unique_ptr<Checkpoint> ckpt_;
+  std::unique_ptr<kernels::ThreadPool> pool_;
+  std::unique_ptr<Transformer> model_;
+  std::unique_ptr<KvCache> kv_;
+  Communicator* comm_ = nullptr;
+  std::vector<int> capture_layers_;
+};
+
+// Moves step descriptors from rank 0 to the other ranks over the
+// communicator (a size word, then the bytes). At world size 1 it is a no-op.
+Status PublishStep(Communicator* comm, const StepDesc& desc);
+StatusOr<StepDesc> ReceiveStep(Communicator* comm);
+
+// The loop of ranks other than 0: receive, execute, until shutdown or error.
+Status RunWorkerLoop(ModelRunner* runner);
+
+}  // namespace specd
