@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Builds specd and runs the main job on the embedded demo model:
+# speculative decoding with its EAGLE-3 head, printing text and a stats line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+cmake --preset release >/dev/null
+cmake --build --preset release
+exec build/release/specd generate "$@"
