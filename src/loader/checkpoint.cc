@@ -1,6 +1,15 @@
 #include "loader/checkpoint.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "base/clock.h"
+#include "base/logging.h"
+#include "loader/checkpoint_internal.h"
+#include "loader/weight_names.h"
 
 namespace specd {
 
@@ -17,8 +26,8 @@ StatusOr<TensorView> Checkpoint::Get(const std::string& name,
                                      const std::vector<int64_t>& shape) const {
   ASSIGN_OR_RETURN(TensorView t, Get(name));
   if (t.shape != shape) {
-    return InvalidArgumentError(fmt::format("{}: tensor '{}': expected shape {}, found {}", path_,
-                                            name, ShapeToString(shape), ShapeToString(t.shape)));
+    return InvalidArgumentError(fmt::format("tensor {} in {}: expected shape {}, found {}", name,
+                                            path_, ShapeToString(shape), ShapeToString(t.shape)));
   }
   return t;
 }
@@ -29,9 +38,79 @@ size_t Checkpoint::total_bytes() const {
   return n;
 }
 
+namespace {
+
+bool EndsWith(const std::string& s, const char* suffix) {
+  size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+bool HasGgufMagic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+}
+
+// Aliases a tied LM head and checks that every tensor the architecture needs
+// is present with the shape the config implies, so a bad checkpoint fails at
+// load with the tensor's name, not later inside the forward pass.
+Status Finish(CheckpointBuilder& ck) {
+  const ModelConfig& c = ck.config();
+  auto& tensors = ck.mutable_tensors();
+  if (c.tie_embeddings && !ck.Has("lm_head.weight") && ck.Has("model.embed_tokens.weight")) {
+    TensorView head = tensors.at("model.embed_tokens.weight");
+    head.name = "lm_head.weight";
+    tensors.emplace("lm_head.weight", std::move(head));
+  }
+  if (c.arch == "llama_eagle3") return Status::Ok();
+  ModelConfig untied = c;
+  untied.tie_embeddings = false;  // lm_head must exist either way (maybe aliased)
+  const char* from = ck.format() == "gguf" ? "GGUF metadata" : "config.json";
+  for (const TensorSpec& spec : ExpectedTensors(untied)) {
+    auto it = tensors.find(spec.name);
+    if (it == tensors.end()) {
+      std::string hint = ck.format() == "gguf" ? " ('" + HfToGgufName(spec.name) + "' in the file)" : "";
+      return NotFoundError(fmt::format("{}: missing tensor '{}'{} (expected shape {} for {})",
+                                       ck.path(), spec.name, hint, ShapeToString(spec.shape), c.arch));
+    }
+    const TensorView& t = it->second;
+    if (t.shape != spec.shape) {
+      return CorruptionError(fmt::format("{}: tensor '{}': expected shape {} (from {}), found {}",
+                                         ck.path(), spec.name, ShapeToString(spec.shape), from,
+                                         ShapeToString(t.shape)));
+    }
+    if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16 &&
+        !IsQuantized(t.dtype)) {
+      return UnsupportedError(fmt::format("{}: tensor '{}': dtype {} cannot be a weight",
+                                          ck.path(), spec.name, DTypeName(t.dtype)));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const std::string& path,
                                                      const LoadOptions& options) {
-  return UnsupportedError(path + ": checkpoint loading is not implemented yet");
+  Stopwatch sw;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return NotFoundError(path + ": no such file or folder (expected a model folder or a .gguf file)");
+  }
+  std::unique_ptr<CheckpointBuilder> ck;
+  if (S_ISDIR(st.st_mode)) {
+    ASSIGN_OR_RETURN(ck, OpenSafetensorsFolder(path, options));
+  } else if (EndsWith(path, ".gguf") || HasGgufMagic(path)) {
+    ASSIGN_OR_RETURN(ck, OpenGgufFile(path, options));
+  } else {
+    return InvalidArgumentError(fmt::format(
+        "{}: expected a model folder (config.json + *.safetensors) or a .gguf file", path));
+  }
+  RETURN_IF_ERROR(Finish(*ck));
+  LOG_INFO("load weights", "loaded {} tensors, {:.1f} MiB in {:.2f} s from {} ({}, {})",
+           ck->tensors().size(), static_cast<double>(ck->total_bytes()) / (1 << 20), sw.Seconds(),
+           path, ck->format(), options.use_mmap ? "mmap" : "read");
+  return std::unique_ptr<Checkpoint>(std::move(ck));
 }
 
 }  // namespace specd

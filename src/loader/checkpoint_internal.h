@@ -1,0 +1,34 @@
+// Construction access to Checkpoint for the format readers (not a public API).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "loader/checkpoint.h"
+
+namespace specd {
+
+class CheckpointBuilder : public Checkpoint {
+ public:
+  CheckpointBuilder(std::string path, std::string format) {
+    path_ = std::move(path);
+    format_ = std::move(format);
+  }
+  ModelConfig& mutable_config() { return config_; }
+  std::map<std::string, TensorView>& mutable_tensors() { return tensors_; }
+  GgufVocab& mutable_vocab() { return vocab_; }
+  // Keeps the file mapped for as long as the checkpoint lives.
+  const MappedFile* AddFile(std::unique_ptr<MappedFile> f) {
+    files_.push_back(std::move(f));
+    return files_.back().get();
+  }
+};
+
+// Format readers used by OpenCheckpoint. `dir` is the model folder;
+// `gguf_path` the .gguf file.
+StatusOr<std::unique_ptr<CheckpointBuilder>> OpenSafetensorsFolder(const std::string& dir,
+                                                                   const LoadOptions& options);
+StatusOr<std::unique_ptr<CheckpointBuilder>> OpenGgufFile(const std::string& gguf_path,
+                                                          const LoadOptions& options);
+
+}  // namespace specd
