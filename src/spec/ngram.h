@@ -1,0 +1,24 @@
+// N-gram (prompt lookup) drafting: propose the tokens that followed the most
+// recent earlier occurrence of the longest matching suffix of the history.
+// Needs no weights; pays off on repetitive text (code, lists, quoting).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "spec/draft_tree.h"
+
+namespace specd {
+
+struct NgramOptions {
+  int max_ngram = 4;  // longest suffix tried
+  int min_ngram = 1;  // shortest suffix tried
+};
+
+// history: every token so far (prompt + generated), its last element being
+// the root (last verified token). Returns a chain of up to max_draft tokens
+// under that root (just the root when nothing matches).
+DraftTree NgramDraft(const std::vector<int32_t>& history, int max_draft,
+                     const NgramOptions& options = {});
+
+}  // namespace specd

@@ -1,0 +1,131 @@
+#include "spec/verify.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "spec/ngram.h"
+
+namespace specd {
+namespace {
+
+// Root with children 2 and 3; node 1 (token 2) has child token 4.
+DraftTree SmallTree() {
+  DraftTree t;
+  t.Add(7, -1, 0);
+  int a = t.Add(2, 0, -0.1f);
+  t.Add(3, 0, -0.5f);
+  t.Add(4, a, -0.3f);
+  return t;
+}
+
+TEST(DraftTreeTest, AncestorMaskSeesExactlyAncestors) {
+  DraftTree t = SmallTree();
+  auto m = t.AncestorMask();
+  const int n = 4;
+  std::vector<std::vector<int>> want = {{1, 0, 0, 0}, {1, 1, 0, 0}, {1, 0, 1, 0}, {1, 1, 0, 1}};
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) EXPECT_EQ(m[i * n + j], want[i][j]) << i << "," << j;
+}
+
+TEST(DraftTreeTest, SelectTreeKeepsBestAndIsAncestorClosed) {
+  std::vector<DraftCandidate> c = {
+      {10, -1, -0.1f, 1}, {11, -1, -2.0f, 1}, {12, 0, -0.3f, 2}, {13, 0, -3.0f, 2},
+      {14, 2, -0.4f, 3},
+  };
+  DraftTree t = SelectTree(5, c, 3);
+  ASSERT_EQ(t.size(), 4);
+  EXPECT_EQ(t.tokens, (std::vector<int32_t>{5, 10, 12, 14}));
+  EXPECT_EQ(t.parents, (std::vector<int32_t>{-1, 0, 1, 2}));
+  EXPECT_EQ(t.depth, (std::vector<int32_t>{0, 1, 2, 3}));
+}
+
+std::vector<float> Logits(int V, std::map<int, float> probs) {
+  std::vector<float> l(V, -1e9f);
+  for (auto [tok, p] : probs) l[tok] = std::log(p);
+  return l;
+}
+
+TEST(VerifyTest, GreedyFollowsTargetArgmax) {
+  DraftTree t = SmallTree();
+  const int V = 8;
+  std::vector<float> logits;
+  auto add = [&](std::map<int, float> p) {
+    auto l = Logits(V, p);
+    logits.insert(logits.end(), l.begin(), l.end());
+  };
+  add({{2, 0.6f}, {3, 0.4f}});  // root: argmax 2 -> node 1
+  add({{4, 0.9f}, {1, 0.1f}});  // node 1: argmax 4 -> node 3
+  add({{0, 1.f}});              // node 2 (not on the path)
+  add({{6, 0.7f}, {5, 0.3f}});  // node 3: leaf, bonus 6
+  Sampler s(0);
+  VerifyResult r = VerifyTree(t, logits.data(), V, SamplingParams{}, &s);
+  EXPECT_EQ(r.path, (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(r.emitted, (std::vector<int32_t>{2, 4, 6}));
+  EXPECT_EQ(r.bonus_token, 6);
+}
+
+TEST(VerifyTest, GreedyRejectsAtRoot) {
+  DraftTree t = SmallTree();
+  const int V = 8;
+  std::vector<float> logits(4 * V, 0.f);
+  logits[5] = 3.f;  // root argmax 5: no child carries it
+  Sampler s(0);
+  VerifyResult r = VerifyTree(t, logits.data(), V, SamplingParams{}, &s);
+  EXPECT_EQ(r.path, (std::vector<int>{0}));
+  EXPECT_EQ(r.emitted, (std::vector<int32_t>{5}));
+}
+
+// Chi-square goodness of fit of the first emitted token against the target
+// distribution. 5 categories (4 degrees of freedom): the 0.1% critical value
+// is 18.47, so a correct sampler fails this fixed-seed test with p = 0.001.
+TEST(VerifyTest, SamplingIsLosslessForFirstToken) {
+  DraftTree t = SmallTree();  // proposes 2 and 3 at the root, 4 after 2
+  const int V = 8;
+  std::map<int, float> root_p = {{1, 0.15f}, {2, 0.3f}, {3, 0.05f}, {4, 0.2f}, {6, 0.3f}};
+  std::vector<float> logits;
+  for (int i = 0; i < 4; ++i) {
+    auto l = Logits(V, i == 0 ? root_p : std::map<int, float>{{4, 0.5f}, {5, 0.5f}});
+    logits.insert(logits.end(), l.begin(), l.end());
+  }
+  SamplingParams sp;
+  sp.temperature = 1.f;
+  Sampler s(1234);
+  std::map<int, int> count;
+  const int n = 40000;
+  // Second token after an accepted 2: target at node 1 is {4: .5, 5: .5}.
+  int after2 = 0, four_after2 = 0;
+  for (int i = 0; i < n; ++i) {
+    VerifyResult r = VerifyTree(t, logits.data(), V, sp, &s);
+    count[r.emitted[0]]++;
+    if (r.emitted[0] == 2) {
+      ++after2;
+      four_after2 += r.emitted[1] == 4;
+    }
+  }
+  double chi2 = 0;
+  for (auto [tok, p] : root_p) {
+    double e = p * n;
+    chi2 += (count[tok] - e) * (count[tok] - e) / e;
+  }
+  EXPECT_LT(chi2, 18.47) << "first-token distribution differs from the target's";
+  EXPECT_EQ(count[0] + count[5] + count[7], 0);
+  // 1 degree of freedom, 0.1% critical value 10.83.
+  double e = after2 * 0.5;
+  double chi2b = 2 * (four_after2 - e) * (four_after2 - e) / e;
+  EXPECT_LT(chi2b, 10.83);
+}
+
+TEST(NgramTest, ProposesContinuationOfLongestRecentMatch) {
+  // ... 1 2 3 9 9 ... 1 2 3 4 5 ... 1 2 3  -> most recent "1 2 3" continues with 4 5
+  std::vector<int32_t> h = {1, 2, 3, 9, 9, 1, 2, 3, 4, 5, 7, 1, 2, 3};
+  DraftTree t = NgramDraft(h, 3);
+  EXPECT_EQ(t.tokens, (std::vector<int32_t>{3, 4, 5, 7}));
+  EXPECT_EQ(t.parents, (std::vector<int32_t>{-1, 0, 1, 2}));
+  DraftTree none = NgramDraft({1, 2, 3}, 4);
+  EXPECT_EQ(none.size(), 1);
+}
+
+}  // namespace
+}  // namespace specd
