@@ -24,6 +24,8 @@ enum class AllreduceAlgo { kAuto, kOneShot, kTwoShot, kMpi };
 
 const char* AllreduceAlgoName(AllreduceAlgo a);
 StatusOr<AllreduceAlgo> ParseAllreduceAlgo(const std::string& s);  // one-shot|two-shot|mpi|auto
+const char* CommDTypeName(CommDType t);  // "f32", "bf16"
+size_t CommDTypeBytes(CommDType t);      // 4, 2
 
 class Communicator {
  public:
@@ -58,5 +60,8 @@ class Communicator {
 
 // World size 1.
 std::unique_ptr<Communicator> NewLocalCommunicator();
+
+// The other backends are created through comm/shm_group.h (one host, forked
+// or re-exec'd ranks) and comm/mpi_communicator.h (mpirun, any hosts).
 
 }  // namespace specd
