@@ -1,0 +1,201 @@
+// Kernel microbenchmarks (Google Benchmark).
+//
+//   BM_ReadBandwidth/threads:N   STREAM-like read of a 1 GiB array (sum of
+//                                floats): the machine's attainable read GB/s.
+//   BM_MatMul/<dtype>/<rows>/<cols>/<n_tokens>/<threads>
+//                                y = x · Wᵀ at the Llama-3.2-1B shapes;
+//                                "weight_GBps" counts weight bytes read per
+//                                second, comparable with BM_ReadBandwidth.
+//   BM_ThreadPoolRun/<threads>   fork/join cost of an empty parallel region.
+//
+// Quote GEMV results as a fraction of BM_ReadBandwidth at the same thread
+// count, e.g.:
+//   kernels_bench --benchmark_filter='ReadBandwidth|MatMul/q4_0/8192/2048/1/'
+// SPECD_KERNEL_ISA=avx2 (etc.) benchmarks a narrower path.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "kernels/ops.h"
+#include "kernels/thread_pool.h"
+#include "tensor/dtype.h"
+
+namespace specd::kernels {
+namespace {
+
+constexpr DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+
+ThreadPool* Pool(int threads) {
+  static std::map<int, std::unique_ptr<ThreadPool>> pools;
+  auto& p = pools[threads];
+  if (!p) p = std::make_unique<ThreadPool>(threads);
+  return p.get();
+}
+
+// ---------------------------------------------------------------- bandwidth
+
+const std::vector<float>& BigArray() {
+  static std::vector<float> a = [] {
+    std::vector<float> v(size_t{1} << 28);  // 1 GiB
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i & 1023);
+    return v;
+  }();
+  return a;
+}
+
+float SumRange(const float* p, int64_t n) {
+  // 8 independent accumulators so the sum is limited by loads, not adds.
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += p[i + j];
+  }
+  for (; i < n; ++i) acc[0] += p[i];
+  float s = 0;
+  for (float a : acc) s += a;
+  return s;
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const auto& a = BigArray();
+  ThreadPool* pool = Pool(threads);
+  std::vector<float> partial(threads * 16);
+  for (auto _ : state) {
+    pool->ParallelFor(threads, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        int64_t chunk = static_cast<int64_t>(a.size()) / threads;
+        partial[t * 16] = SumRange(a.data() + t * chunk, chunk);
+      }
+    });
+    benchmark::DoNotOptimize(partial.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(a.size() * sizeof(float)));
+  state.counters["GBps"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * a.size() * sizeof(float) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->MinTime(1.0);
+
+// ------------------------------------------------------------------- matmul
+
+// Random weights of the given dtype, generated straight into storage format
+// (quantizing 260M floats would dominate the run). One matrix is kept at a time.
+struct WeightCache {
+  DType dtype = DType::kF32;
+  int64_t rows = 0, cols = 0;
+  std::vector<uint8_t> bytes;
+};
+
+const std::vector<uint8_t>& Weights(DType dtype, int64_t rows, int64_t cols) {
+  static WeightCache cache;
+  if (cache.dtype == dtype && cache.rows == rows && cache.cols == cols) return cache.bytes;
+  cache.bytes.clear();
+  cache.bytes.shrink_to_fit();
+  cache.dtype = dtype;
+  cache.rows = rows;
+  cache.cols = cols;
+  cache.bytes.resize(RowBytes(dtype, cols) * rows);
+  std::mt19937_64 rng(42);
+  for (size_t i = 0; i + 8 <= cache.bytes.size(); i += 8) {
+    uint64_t v = rng();
+    std::memcpy(&cache.bytes[i], &v, 8);
+  }
+  // Make every float / scale finite and small.
+  const uint16_t scale = F32ToF16(0.01f);
+  uint8_t* p = cache.bytes.data();
+  const size_t n = cache.bytes.size();
+  switch (dtype) {
+    case DType::kF32:
+      for (size_t i = 0; i < n; i += 4) {
+        float f = static_cast<float>(p[i] % 64) / 64.f - 0.5f;
+        std::memcpy(p + i, &f, 4);
+      }
+      break;
+    case DType::kF16:
+    case DType::kBF16:
+      for (size_t i = 0; i < n; i += 2) p[i + 1] &= 0x3b;  // |x| < 1, no inf/nan
+      break;
+    case DType::kQ8_0:
+      for (size_t i = 0; i < n; i += sizeof(BlockQ8_0)) {
+        std::memcpy(p + i, &scale, 2);
+        for (size_t j = 2; j < sizeof(BlockQ8_0); ++j) {
+          if (p[i + j] == 0x80) p[i + j] = 0x81;  // -128 never occurs in Q8_0 data
+        }
+      }
+      break;
+    case DType::kQ4_0:
+      for (size_t i = 0; i < n; i += sizeof(BlockQ4_0)) std::memcpy(p + i, &scale, 2);
+      break;
+    default:
+      break;
+  }
+  return cache.bytes;
+}
+
+void BM_MatMul(benchmark::State& state) {
+  const DType dtype = kDtypes[state.range(0)];
+  const int64_t rows = state.range(1), cols = state.range(2);
+  const int n_tokens = static_cast<int>(state.range(3));
+  const int threads = static_cast<int>(state.range(4));
+  const auto& bytes = Weights(dtype, rows, cols);
+  TensorView w;
+  w.name = "bench";
+  w.dtype = dtype;
+  w.shape = {rows, cols};
+  w.data = bytes.data();
+  w.nbytes = bytes.size();
+  std::vector<float> x(n_tokens * cols), y(n_tokens * rows);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  for (auto& v : x) v = dist(rng);
+  ThreadPool* pool = Pool(threads);
+  for (auto _ : state) {
+    MatMul(w, x.data(), n_tokens, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(std::string(DTypeName(dtype)) + " " + std::to_string(rows) + "x" +
+                 std::to_string(cols) + " tok=" + std::to_string(n_tokens) + " thr=" +
+                 std::to_string(threads) + " q=" + QuantDotIsaName(ActiveQuantDotIsa()));
+  state.counters["weight_GBps"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * bytes.size() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOPs"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2.0 * rows * cols * n_tokens / 1e9,
+      benchmark::Counter::kIsRate);
+}
+
+void MatMulArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"dtype", "rows", "cols", "tok", "thr"});
+  // dtype index into kDtypes: 4 = q4_0, 3 = q8_0, 1 = f16.
+  for (int dt : {4, 3, 1}) {
+    for (auto [rows, cols] : {std::pair{2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}}) {
+      for (int tok : {1, 4, 8, 16, 64}) {
+        for (int thr : {1, 2}) b->Args({dt, rows, cols, tok, thr});
+      }
+    }
+  }
+}
+BENCHMARK(BM_MatMul)->Apply(MatMulArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// -------------------------------------------------------------- thread pool
+
+void BM_ThreadPoolRun(benchmark::State& state) {
+  ThreadPool* pool = Pool(static_cast<int>(state.range(0)));
+  std::vector<int64_t> sink(64 * 16);
+  for (auto _ : state) {
+    pool->Run([&](int i, int) { sink[i * 16] += 1; });
+  }
+  benchmark::DoNotOptimize(sink.data());
+}
+BENCHMARK(BM_ThreadPoolRun)->Arg(2)->Arg(4)->ArgName("threads")->UseRealTime();
+
+}  // namespace
+}  // namespace specd::kernels
+
+BENCHMARK_MAIN();

@@ -1,0 +1,103 @@
+#include "kernels/cpu/bf16_avx512.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+// GCC 12 flags the deliberately undefined upper lanes inside its own AVX-512
+// intrinsics (_mm256_undefined_pd) as uninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace specd::kernels::cpu {
+namespace {
+
+#define SPECD_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
+
+// Sum of 16 floats. (GCC 12's _mm512_reduce_add_ps trips -Wuninitialized.)
+SPECD_BF16_TARGET inline float ReduceAdd512(__m512 v) {
+  __m256 lo = _mm512_castps512_ps256(v);
+  __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  __m256 s8 = _mm256_add_ps(lo, hi);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// T tokens (1..4) against one row, 32 bf16 pairs per vdpbf16ps; two
+// accumulators per token alternate to hide the instruction's latency.
+template <int T>
+SPECD_BF16_TARGET void RowTile(const uint16_t* w, int64_t k, const uint16_t* xb, int64_t ldx,
+                               int t0, float* y, int64_t ldy) {
+  __m512 acc[T][2];
+  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  int64_t i = 0;
+  int p = 0;
+  for (; i + 32 <= k; i += 32, p ^= 1) {
+    __m512i wv = _mm512_loadu_si512(w + i);
+    for (int t = 0; t < T; ++t) {
+      __m512i xv = _mm512_loadu_si512(xb + (t0 + t) * ldx + i);
+      acc[t][p] = _mm512_dpbf16_ps(acc[t][p], (__m512bh)wv, (__m512bh)xv);
+    }
+  }
+  if (i < k) {  // tail: masked loads read only the row's remaining elements
+    __mmask32 m = static_cast<__mmask32>((1ull << (k - i)) - 1);
+    __m512i wv = _mm512_maskz_loadu_epi16(m, w + i);
+    for (int t = 0; t < T; ++t) {
+      __m512i xv = _mm512_maskz_loadu_epi16(m, xb + (t0 + t) * ldx + i);
+      acc[t][p] = _mm512_dpbf16_ps(acc[t][p], (__m512bh)wv, (__m512bh)xv);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    y[(t0 + t) * ldy] = ReduceAdd512(_mm512_add_ps(acc[t][0], acc[t][1]));
+  }
+}
+
+}  // namespace
+
+bool HaveBf16Avx512() { return true; }
+
+SPECD_BF16_TARGET void ConvertToBF16Avx512(const float* x, int64_t n, int64_t n_padded,
+                                           uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)v);
+  }
+  if (i < n) {
+    __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i));
+    _mm256_mask_storeu_epi16(out + i, m, (__m256i)v);
+    i = n;
+  }
+  for (; i < n_padded; ++i) out[i] = 0;
+}
+
+SPECD_BF16_TARGET void MatRowsBF16Avx512(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                         int64_t k, const uint16_t* xb, int64_t ldx, int n_tokens,
+                                         float* y, int64_t ldy) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint16_t* row = reinterpret_cast<const uint16_t*>(w + r * row_bytes);
+    int t0 = 0;
+    for (; t0 + 4 <= n_tokens; t0 += 4) RowTile<4>(row, k, xb, ldx, t0, y + r, ldy);
+    switch (n_tokens - t0) {
+      case 3: RowTile<3>(row, k, xb, ldx, t0, y + r, ldy); break;
+      case 2: RowTile<2>(row, k, xb, ldx, t0, y + r, ldy); break;
+      case 1: RowTile<1>(row, k, xb, ldx, t0, y + r, ldy); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace specd::kernels::cpu
+
+#else  // !x86_64
+
+namespace specd::kernels::cpu {
+bool HaveBf16Avx512() { return false; }
+void ConvertToBF16Avx512(const float*, int64_t, int64_t, uint16_t*) {}
+void MatRowsBF16Avx512(const uint8_t*, size_t, int64_t, int64_t, const uint16_t*, int64_t, int,
+                       float*, int64_t) {}
+}  // namespace specd::kernels::cpu
+
+#endif

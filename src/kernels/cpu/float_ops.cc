@@ -1,0 +1,366 @@
+// Highway float kernels (see float_ops.h). This file is compiled once per
+// Highway target via foreach_target.h; HWY_DYNAMIC_DISPATCH picks one at run time.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/float_ops.h"
+#include "tensor/dtype.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/float_ops.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace specd::kernels::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+
+// Weight element loaders: N weights at w + i, widened to f32.
+struct LoadF32 {
+  using T = float;
+  template <class V>
+  static V Load(DF d, const T* w) { return hn::LoadU(d, w); }
+  static float Scalar(const T* w) { return *w; }
+};
+struct LoadF16 {
+  using T = hwy::float16_t;
+  template <class V>
+  static V Load(DF d, const T* w) {
+    const hn::Rebind<T, DF> dh;
+    return hn::PromoteTo(d, hn::LoadU(dh, w));  // vcvtph2ps on AVX2/AVX3
+  }
+  static float Scalar(const T* w) {
+    uint16_t bits;
+    std::memcpy(&bits, w, 2);
+    return F16ToF32(bits);
+  }
+};
+struct LoadBF16 {
+  using T = hwy::bfloat16_t;
+  template <class V>
+  static V Load(DF d, const T* w) {
+    const hn::Rebind<T, DF> dh;
+    return hn::PromoteTo(d, hn::LoadU(dh, w));  // 16-bit shift
+  }
+  static float Scalar(const T* w) {
+    uint16_t bits;
+    std::memcpy(&bits, w, 2);
+    return BF16ToF32(bits);
+  }
+};
+
+// T tokens (1..4) against one weight row: every weight vector is loaded and
+// widened once and used for all T tokens. Two accumulators per token
+// alternate so the FMA latency does not bound the decode (T = 1) loop.
+template <int T, class L>
+HWY_INLINE void RowTile(const typename L::T* w, int64_t k, const float* x, int t0, float* y,
+                        int64_t ldy) {
+  using V = hn::Vec<DF>;
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  V acc0[T], acc1[T];
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = hn::Zero(d);
+  const float* xt[T];
+  for (int t = 0; t < T; ++t) xt[t] = x + (t0 + t) * k;
+  int64_t i = 0;
+  for (; i + 2 * n <= k; i += 2 * n) {
+    V w0 = L::template Load<V>(d, w + i);
+    V w1 = L::template Load<V>(d, w + i + n);
+    for (int t = 0; t < T; ++t) {
+      acc0[t] = hn::MulAdd(w0, hn::LoadU(d, xt[t] + i), acc0[t]);
+      acc1[t] = hn::MulAdd(w1, hn::LoadU(d, xt[t] + i + n), acc1[t]);
+    }
+  }
+  for (; i + n <= k; i += n) {
+    V w0 = L::template Load<V>(d, w + i);
+    for (int t = 0; t < T; ++t) acc0[t] = hn::MulAdd(w0, hn::LoadU(d, xt[t] + i), acc0[t]);
+  }
+  for (int t = 0; t < T; ++t) {
+    float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0[t], acc1[t])));
+    for (int64_t j = i; j < k; ++j) s += L::Scalar(w + j) * xt[t][j];
+    y[(t0 + t) * ldy] = s;
+  }
+}
+
+template <class L>
+HWY_INLINE void MatRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k,
+                        const float* x, int n_tokens, float* y, int64_t ldy) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* row = reinterpret_cast<const typename L::T*>(w + r * row_bytes);
+    int t0 = 0;
+    for (; t0 + 4 <= n_tokens; t0 += 4) RowTile<4, L>(row, k, x, t0, y + r, ldy);
+    switch (n_tokens - t0) {
+      case 3: RowTile<3, L>(row, k, x, t0, y + r, ldy); break;
+      case 2: RowTile<2, L>(row, k, x, t0, y + r, ldy); break;
+      case 1: RowTile<1, L>(row, k, x, t0, y + r, ldy); break;
+      default: break;
+    }
+  }
+}
+
+void MatRowsF32Impl(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
+                    int n_tokens, float* y, int64_t ldy) {
+  MatRows<LoadF32>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy);
+}
+void MatRowsF16Impl(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
+                    int n_tokens, float* y, int64_t ldy) {
+  MatRows<LoadF16>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy);
+}
+void MatRowsBF16Impl(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k,
+                     const float* x, int n_tokens, float* y, int64_t ldy) {
+  MatRows<LoadBF16>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy);
+}
+
+// sum(a[i] * b[i]) over n floats.
+HWY_INLINE float Dot(const float* a, const float* b, int64_t n_elems) {
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * n <= n_elems; i += 2 * n) {
+    acc0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), acc0);
+    acc1 = hn::MulAdd(hn::LoadU(d, a + i + n), hn::LoadU(d, b + i + n), acc1);
+  }
+  for (; i + n <= n_elems; i += n) acc0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), acc0);
+  float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
+  for (; i < n_elems; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// y[i] += alpha * x[i]
+HWY_INLINE void Axpy(float alpha, const float* x, float* y, int64_t n_elems) {
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  const auto va = hn::Set(d, alpha);
+  int64_t i = 0;
+  for (; i + n <= n_elems; i += n) {
+    hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
+  }
+  for (; i < n_elems; ++i) y[i] += alpha * x[i];
+}
+
+void RmsNormImpl(const float* x, const float* w, int n_tokens, int dim, float eps, float* out) {
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  for (int t = 0; t < n_tokens; ++t) {
+    const float* xt = x + static_cast<int64_t>(t) * dim;
+    float* ot = out + static_cast<int64_t>(t) * dim;
+    const float scale = 1.f / std::sqrt(Dot(xt, xt, dim) / static_cast<float>(dim) + eps);
+    const auto vs = hn::Set(d, scale);
+    int64_t i = 0;
+    for (; i + n <= dim; i += n) {
+      hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, xt + i), vs), hn::LoadU(d, w + i)), d, ot + i);
+    }
+    for (; i < dim; ++i) ot[i] = xt[i] * scale * w[i];
+  }
+}
+
+void RopeImpl(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,
+              const float* inv_freq, bool interleaved) {
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  const int half = head_dim / 2;
+  std::vector<float> cs(static_cast<size_t>(head_dim));
+  float* c = cs.data();
+  float* s = cs.data() + half;
+  for (int t = 0; t < n_tokens; ++t) {
+    // Angles in f64: pos * inv_freq reaches 1e5 rad at long context, where an
+    // f32 angle would be off by ~1e-2 rad.
+    for (int i = 0; i < half; ++i) {
+      double angle = static_cast<double>(pos[t]) * inv_freq[i];
+      c[i] = static_cast<float>(std::cos(angle));
+      s[i] = static_cast<float>(std::sin(angle));
+    }
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
+      if (interleaved) {
+        for (int i = 0; i < half; ++i) {
+          float a = v[2 * i], b = v[2 * i + 1];
+          v[2 * i] = a * c[i] - b * s[i];
+          v[2 * i + 1] = a * s[i] + b * c[i];
+        }
+        continue;
+      }
+      int64_t i = 0;
+      for (; i + n <= half; i += n) {
+        auto a = hn::LoadU(d, v + i), b = hn::LoadU(d, v + half + i);
+        auto vc = hn::LoadU(d, c + i), vsn = hn::LoadU(d, s + i);
+        hn::StoreU(hn::NegMulAdd(b, vsn, hn::Mul(a, vc)), d, v + i);
+        hn::StoreU(hn::MulAdd(a, vsn, hn::Mul(b, vc)), d, v + half + i);
+      }
+      for (; i < half; ++i) {
+        float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = a * s[i] + b * c[i];
+      }
+    }
+  }
+}
+
+void SwiGLUImpl(const float* gate, const float* up, int64_t n_elems, float* out) {
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  const auto one = hn::Set(d, 1.f);
+  // exp(-g) is clamped at e^88 (< FLT_MAX): Highway's Exp is valid below
+  // +88.7, and silu(g) is ~0 there anyway.
+  const auto hi = hn::Set(d, 88.f);
+  int64_t i = 0;
+  for (; i + n <= n_elems; i += n) {
+    auto g = hn::LoadU(d, gate + i);
+    auto e = hn::Exp(d, hn::Min(hn::Neg(g), hi));
+    auto silu = hn::Div(g, hn::Add(one, e));
+    hn::StoreU(hn::Mul(silu, hn::LoadU(d, up + i)), d, out + i);
+  }
+  for (; i < n_elems; ++i) {
+    float g = gate[i];
+    out[i] = g / (1.f + std::exp(std::min(-g, 88.f))) * up[i];
+  }
+}
+
+void SoftmaxImpl(float* x, int64_t n_elems) {
+  if (n_elems <= 0) return;
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  float mx = x[0];
+  int64_t i = 0;
+  if (n_elems >= n) {
+    auto vm = hn::LoadU(d, x);
+    for (i = n; i + n <= n_elems; i += n) vm = hn::Max(vm, hn::LoadU(d, x + i));
+    mx = hn::GetLane(hn::MaxOfLanes(d, vm));
+  }
+  for (; i < n_elems; ++i) mx = std::max(mx, x[i]);
+  const auto vmx = hn::Set(d, mx);
+  auto vsum = hn::Zero(d);
+  for (i = 0; i + n <= n_elems; i += n) {
+    auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmx));
+    hn::StoreU(e, d, x + i);
+    vsum = hn::Add(vsum, e);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+  for (; i < n_elems; ++i) sum += x[i] = std::exp(x[i] - mx);
+  const float inv = 1.f / sum;
+  const auto vinv = hn::Set(d, inv);
+  for (i = 0; i + n <= n_elems; i += n) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vinv), d, x + i);
+  for (; i < n_elems; ++i) x[i] *= inv;
+}
+
+int64_t ArgmaxImpl(const float* x, int64_t n_elems) {
+  if (n_elems <= 0) return 0;
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  // Pass 1: the maximum; pass 2: its first index (ties -> lowest index).
+  float mx = x[0];
+  int64_t i = 0;
+  if (n_elems >= n) {
+    auto vm = hn::LoadU(d, x);
+    for (i = n; i + n <= n_elems; i += n) vm = hn::Max(vm, hn::LoadU(d, x + i));
+    mx = hn::GetLane(hn::MaxOfLanes(d, vm));
+  }
+  for (; i < n_elems; ++i) mx = std::max(mx, x[i]);
+  const auto vmx = hn::Set(d, mx);
+  for (i = 0; i + n <= n_elems; i += n) {
+    if (!hn::AllFalse(d, hn::Eq(hn::LoadU(d, x + i), vmx))) break;
+  }
+  for (; i < n_elems; ++i) {
+    if (x[i] == mx) return i;
+  }
+  return 0;  // only NaNs: no element compares equal
+}
+
+void AttentionItemsImpl(const AttentionArgs& a, int64_t begin, int64_t end, int64_t step) {
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * a.head_dim;
+  const int first_q_slot = a.n_ctx - a.n_q;
+  const float scale = 1.f / std::sqrt(static_cast<float>(a.head_dim));
+  // Scores of the visible slots, compacted, and their slot numbers.
+  std::vector<float> scores(static_cast<size_t>(a.n_ctx));
+  std::vector<int> slots(static_cast<size_t>(a.n_ctx));
+  for (int64_t item = begin; item < end; item += step) {
+    const int t = static_cast<int>(item / a.n_heads);
+    const int h = static_cast<int>(item % a.n_heads);
+    const int64_t kv_off = static_cast<int64_t>(h / group) * a.head_dim;
+    const float* qv = a.q + item * a.head_dim;
+    float* o = a.out + item * a.head_dim;
+    int n_vis = 0;
+    for (int s = 0; s < a.n_ctx; ++s) {
+      if (s >= first_q_slot) {
+        const int j = s - first_q_slot;
+        bool visible = a.mask == nullptr ? j <= t
+                                         : a.mask[static_cast<int64_t>(t) * a.n_q + j] != 0;
+        if (!visible) continue;
+      }
+      const float* kvec = a.kv.k_pages[s / a.kv.page_size] +
+                          static_cast<int64_t>(s % a.kv.page_size) * kv_stride + kv_off;
+      scores[n_vis] = Dot(qv, kvec, a.head_dim) * scale;
+      slots[n_vis] = s;
+      ++n_vis;
+    }
+    std::fill(o, o + a.head_dim, 0.f);
+    if (n_vis == 0) continue;  // nothing visible: output zeros (as the reference)
+    SoftmaxImpl(scores.data(), n_vis);
+    for (int j = 0; j < n_vis; ++j) {
+      const int s = slots[j];
+      const float* vvec = a.kv.v_pages[s / a.kv.page_size] +
+                          static_cast<int64_t>(s % a.kv.page_size) * kv_stride + kv_off;
+      Axpy(scores[j], vvec, o, a.head_dim);
+    }
+  }
+}
+
+const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace specd::kernels::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace specd::kernels::cpu {
+
+HWY_EXPORT(MatRowsF32Impl);
+HWY_EXPORT(MatRowsF16Impl);
+HWY_EXPORT(MatRowsBF16Impl);
+HWY_EXPORT(RmsNormImpl);
+HWY_EXPORT(RopeImpl);
+HWY_EXPORT(SwiGLUImpl);
+HWY_EXPORT(SoftmaxImpl);
+HWY_EXPORT(ArgmaxImpl);
+HWY_EXPORT(AttentionItemsImpl);
+HWY_EXPORT(TargetNameImpl);
+
+void MatRowsF32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
+                int n_tokens, float* y, int64_t ldy) {
+  HWY_DYNAMIC_DISPATCH(MatRowsF32Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy);
+}
+void MatRowsF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
+                int n_tokens, float* y, int64_t ldy) {
+  HWY_DYNAMIC_DISPATCH(MatRowsF16Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy);
+}
+void MatRowsBF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
+                 int n_tokens, float* y, int64_t ldy) {
+  HWY_DYNAMIC_DISPATCH(MatRowsBF16Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy);
+}
+void RmsNormF(const float* x, const float* w, int n_tokens, int dim, float eps, float* out) {
+  HWY_DYNAMIC_DISPATCH(RmsNormImpl)(x, w, n_tokens, dim, eps, out);
+}
+void RopeF(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,
+           const float* inv_freq, bool interleaved) {
+  HWY_DYNAMIC_DISPATCH(RopeImpl)(x, n_tokens, n_heads, head_dim, pos, inv_freq, interleaved);
+}
+void SwiGLUF(const float* gate, const float* up, int64_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(SwiGLUImpl)(gate, up, n, out);
+}
+void SoftmaxF(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(SoftmaxImpl)(x, n); }
+int64_t ArgmaxF(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(ArgmaxImpl)(x, n); }
+void AttentionItems(const AttentionArgs& args, int64_t begin, int64_t end, int64_t step) {
+  HWY_DYNAMIC_DISPATCH(AttentionItemsImpl)(args, begin, end, step);
+}
+const char* FloatOpsTargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
+
+}  // namespace specd::kernels::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,48 @@
+// Float kernels written once with Highway and compiled for every x86 target
+// (SSE4, AVX2, AVX3) plus a portable baseline; each call dispatches to the
+// best target the CPU supports (hwy::SupportedTargets(), which the platform
+// probe may cap). Internal to the kernels module; ops.h has the contracts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace specd::kernels::cpu {
+
+// y[t * ldy + i] = sum_j W[i, j] * x[t * k + j] for i < n_rows, t < n_tokens.
+// w: n_rows rows of k elements (f32, f16 or bf16), row stride row_bytes.
+void MatRowsF32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
+                int n_tokens, float* y, int64_t ldy);
+void MatRowsF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
+                int n_tokens, float* y, int64_t ldy);
+void MatRowsBF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
+                 int n_tokens, float* y, int64_t ldy);
+
+void RmsNormF(const float* x, const float* w, int n_tokens, int dim, float eps, float* out);
+void RopeF(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,
+           const float* inv_freq, bool interleaved);
+void SwiGLUF(const float* gate, const float* up, int64_t n, float* out);
+void SoftmaxF(float* x, int64_t n);
+int64_t ArgmaxF(const float* x, int64_t n);
+
+// Attention (contract in ops.h) for work items begin, begin + step, ... < end,
+// item = t * n_heads + h.
+struct AttentionArgs {
+  const float* q;
+  int n_q;
+  int n_ctx;
+  KvPages kv;
+  const uint8_t* mask;
+  int n_heads;
+  int n_kv_heads;
+  int head_dim;
+  float* out;
+};
+void AttentionItems(const AttentionArgs& args, int64_t begin, int64_t end, int64_t step);
+
+// Name of the Highway target the float ops dispatch to now ("AVX3", ...).
+const char* FloatOpsTargetName();
+
+}  // namespace specd::kernels::cpu

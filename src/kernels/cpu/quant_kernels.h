@@ -1,0 +1,65 @@
+// Integer dot-product kernels for Q8_0 / Q4_0 weights, one table per ISA
+// (scalar, AVX2, AVX-VNNI, AVX512-VNNI). Internal to the kernels module.
+//
+// The activations are quantized once per MatMul call (QuantizedActs), then
+// every weight block is multiplied with integer dot products and the block
+// result is scaled by f16(dw) * da in f32.
+//
+// The x86 paths use vpdpbusd / vpmaddubsw, which multiply an UNSIGNED byte by
+// a SIGNED byte. The weight is the unsigned operand:
+//   Q4_0: the raw nibble n = w + 8 (0..15), so sum(n * a) = sum(w * a) + 8 * sum(a);
+//   Q8_0 (AVX512): w ^ 0x80 = w + 128 (0..255), so the excess is 128 * sum(a);
+//   Q8_0 (AVX2, AVX-VNNI): |w| times sign(w) * a, as llama.cpp does (no excess;
+//                          keeps vpmaddubsw's i16 pair sums below 2 * 127 * 127).
+// The excess is cancelled by starting each block's i32 accumulator at `corr`,
+// which the quantizer precomputes per activation block: corr[l] is
+// -offset * (a[4l] + a[4l+1] + a[4l+2] + a[4l+3]) for dword lane l (8 lanes per
+// block), the lanes vpdpbusd sums into.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "platform/cpu_features.h"
+
+namespace specd::kernels::cpu {
+
+// n_tokens rows of k activations, quantized per block of 32 (see
+// ref::QuantizeActivationsQ8 for the exact rounding).
+struct QuantizedActs {
+  int n_tokens = 0;
+  int64_t k = 0;
+  int64_t nb = 0;          // k / 32
+  const int8_t* qs = nullptr;     // (n_tokens, k)
+  const float* d = nullptr;       // (n_tokens, nb)
+  const int32_t* corr = nullptr;  // (n_tokens, nb, 8); null when corr_offset == 0
+};
+
+// Quantizes one row: x (k) -> qs (k), d (k/32) and, when corr_offset != 0,
+// corr (k/32, 8). REQUIRES: k % 32 == 0.
+using QuantizeRowFn = void (*)(const float* x, int64_t k, int corr_offset, int8_t* qs, float* d,
+                               int32_t* corr);
+// y[t * ldy + i] = sum_j W[i, j] * act[t, j] for rows i < n_rows of `w` (row
+// stride row_bytes, GGUF blocks) and every token t < a.n_tokens.
+using QuantRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                             const QuantizedActs& a, float* y, int64_t ldy);
+
+struct QuantKernelTable {
+  QuantizeRowFn quantize = nullptr;
+  QuantRowsFn q8_0 = nullptr;
+  QuantRowsFn q4_0 = nullptr;
+  int q8_0_corr_offset = 0;  // 0 or 128
+  int q4_0_corr_offset = 0;  // 0 or 8
+};
+
+// The table for `isa`, or null when this build has no such path (non-x86).
+const QuantKernelTable* GetQuantKernels(QuantDotIsa isa);
+
+const QuantKernelTable* QuantKernelsScalar();
+const QuantKernelTable* QuantKernelsAvx2();
+const QuantKernelTable* QuantKernelsAvxVnni();
+const QuantKernelTable* QuantKernelsAvx512Vnni();
+// The AVX2 activation quantizer (null off x86), shared by the wider paths.
+QuantizeRowFn QuantizeRowAvx2Fn();
+
+}  // namespace specd::kernels::cpu

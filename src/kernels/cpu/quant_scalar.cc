@@ -1,0 +1,78 @@
+// Portable scalar Q8_0 / Q4_0 kernels: the fallback on CPUs without AVX2 and
+// on non-x86 builds. Same math as the SIMD paths (exact integer block dots).
+#include <cmath>
+
+#include "kernels/cpu/quant_kernels.h"
+#include "tensor/dtype.h"
+
+namespace specd::kernels::cpu {
+namespace {
+
+void QuantizeRowScalar(const float* x, int64_t k, int corr_offset, int8_t* qs, float* d,
+                       int32_t* corr) {
+  for (int64_t b = 0; b < k / kQuantBlock; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    float amax = 0.f;
+    for (int i = 0; i < kQuantBlock; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    float db = amax / 127.f;
+    float id = db != 0.f ? 1.f / db : 0.f;
+    d[b] = db;
+    int8_t* q = qs + b * kQuantBlock;
+    for (int i = 0; i < kQuantBlock; ++i) q[i] = static_cast<int8_t>(std::nearbyint(xb[i] * id));
+    if (corr_offset != 0) {
+      for (int l = 0; l < 8; ++l) {
+        corr[b * 8 + l] = -corr_offset * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
+      }
+    }
+  }
+}
+
+template <typename Block>
+void RowsScalar(const uint8_t* w, size_t row_bytes, int64_t n_rows, const QuantizedActs& a,
+                float* y, int64_t ldy) {
+  int wq[kQuantBlock];
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const Block* blocks = reinterpret_cast<const Block*>(w + r * row_bytes);
+    for (int t = 0; t < a.n_tokens; ++t) {
+      const int8_t* aq = a.qs + t * a.k;
+      const float* ad = a.d + t * a.nb;
+      float acc = 0.f;
+      for (int64_t b = 0; b < a.nb; ++b) {
+        const Block& blk = blocks[b];
+        if constexpr (sizeof(Block) == sizeof(BlockQ8_0)) {
+          for (int i = 0; i < kQuantBlock; ++i) wq[i] = blk.qs[i];
+        } else {
+          for (int i = 0; i < kQuantBlock / 2; ++i) {
+            wq[i] = (blk.qs[i] & 0xF) - 8;
+            wq[i + 16] = (blk.qs[i] >> 4) - 8;
+          }
+        }
+        int32_t idot = 0;
+        const int8_t* ab = aq + b * kQuantBlock;
+        for (int i = 0; i < kQuantBlock; ++i) idot += wq[i] * ab[i];
+        acc += F16ToF32(blk.d) * ad[b] * static_cast<float>(idot);
+      }
+      y[t * ldy + r] = acc;
+    }
+  }
+}
+
+}  // namespace
+
+const QuantKernelTable* QuantKernelsScalar() {
+  static const QuantKernelTable table = {QuantizeRowScalar, RowsScalar<BlockQ8_0>,
+                                         RowsScalar<BlockQ4_0>, 0, 0};
+  return &table;
+}
+
+const QuantKernelTable* GetQuantKernels(QuantDotIsa isa) {
+  switch (isa) {
+    case QuantDotIsa::kScalar: return QuantKernelsScalar();
+    case QuantDotIsa::kAvx2: return QuantKernelsAvx2();
+    case QuantDotIsa::kAvxVnni: return QuantKernelsAvxVnni();
+    case QuantDotIsa::kAvx512Vnni: return QuantKernelsAvx512Vnni();
+  }
+  return nullptr;
+}
+
+}  // namespace specd::kernels::cpu

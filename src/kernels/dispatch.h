@@ -1,0 +1,34 @@
+// Which ISA path each kernel family uses. Defaults come from the platform
+// probe (GetKernelPaths(): best supported path, or SPECD_KERNEL_ISA); tests
+// and benchmarks may switch paths to compare every variant the CPU supports.
+//
+// Not synchronized with running kernels: switch paths only while no kernel
+// runs (test setup, between benchmark runs).
+#pragma once
+
+#include <cstdint>
+
+#include "platform/cpu_features.h"
+
+namespace specd::kernels {
+
+QuantDotIsa ActiveQuantDotIsa();
+// Selects the Q8_0/Q4_0 path. Returns false and changes nothing when this CPU
+// (or this build) lacks it.
+bool SetQuantDotIsa(QuantDotIsa isa);
+
+Bf16DotPath ActiveBf16Path();
+// Returns false and changes nothing when the CPU lacks AVX512-BF16.
+bool SetBf16Path(Bf16DotPath path);
+
+// Restricts the Highway float ops to the given HWY_* target bits (one bit
+// forces that target); 0 restores the probe's choice.
+void SetFloatTargets(int64_t hwy_targets);
+// The Highway target the float ops use now ("AVX3", "AVX2", "EMU128", ...).
+const char* ActiveFloatTarget();
+
+// Applies the probe's choice (and logs it once). Every kernel entry point calls
+// this; it is cheap after the first call.
+void EnsureKernelPathsInitialized();
+
+}  // namespace specd::kernels

@@ -1,0 +1,149 @@
+// MatMul / MatMulRows: per-dtype dispatch, activation quantization and the
+// split of output rows across threads.
+//
+// Decode (n_tokens = 1) is memory-bound: each thread streams a contiguous
+// range of weight rows once. Verify / prefill (n_tokens > 1) reuse every
+// weight row from L1 for all tokens in tiles of 4 tokens, so extra tokens cost
+// compute, not memory traffic.
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "base/logging.h"
+#include "kernels/cpu/bf16_avx512.h"
+#include "kernels/cpu/float_ops.h"
+#include "kernels/cpu/quant_kernels.h"
+#include "kernels/dispatch.h"
+#include "kernels/ops.h"
+
+namespace specd::kernels {
+namespace {
+
+// Below this many multiply-adds a parallel region costs more than it saves.
+constexpr int64_t kMinParallelMacs = 1 << 16;
+
+// Per calling thread: quantized activations reused across calls.
+struct ActScratch {
+  std::vector<int8_t> qs;
+  std::vector<float> d;
+  std::vector<int32_t> corr;
+  std::vector<uint16_t> bf16;
+};
+
+ActScratch& Scratch() {
+  thread_local ActScratch scratch;
+  return scratch;
+}
+
+void RunRows(int64_t n_out, int64_t macs_per_row, ThreadPool* pool,
+             const std::function<void(int64_t, int64_t)>& body) {
+  if (pool == nullptr || pool->size() == 1 || n_out * macs_per_row < kMinParallelMacs) {
+    body(0, n_out);
+    return;
+  }
+  pool->ParallelFor(n_out, body);
+}
+
+void RunTokens(int n_tokens, ThreadPool* pool, const std::function<void(int64_t, int64_t)>& body) {
+  if (pool == nullptr || n_tokens < 8) {
+    body(0, n_tokens);
+    return;
+  }
+  pool->ParallelFor(n_tokens, body);
+}
+
+void FillNaN(float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::numeric_limits<float>::quiet_NaN();
+}
+
+void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
+                     int n_tokens, float* y, ThreadPool* pool) {
+  const cpu::QuantKernelTable* table = cpu::GetQuantKernels(ActiveQuantDotIsa());
+  const bool q4 = w.dtype == DType::kQ4_0;
+  const int corr_offset = q4 ? table->q4_0_corr_offset : table->q8_0_corr_offset;
+  const int64_t k = w.cols();
+  const int64_t nb = k / kQuantBlock;
+  ActScratch& s = Scratch();
+  s.qs.resize(static_cast<size_t>(n_tokens * k));
+  s.d.resize(static_cast<size_t>(n_tokens * nb));
+  s.corr.resize(corr_offset != 0 ? static_cast<size_t>(n_tokens * nb * 8) : 0);
+  RunTokens(n_tokens, pool, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      table->quantize(x + t * k, k, corr_offset, s.qs.data() + t * k, s.d.data() + t * nb,
+                      corr_offset != 0 ? s.corr.data() + t * nb * 8 : nullptr);
+    }
+  });
+  cpu::QuantizedActs acts;
+  acts.n_tokens = n_tokens;
+  acts.k = k;
+  acts.nb = nb;
+  acts.qs = s.qs.data();
+  acts.d = s.d.data();
+  acts.corr = corr_offset != 0 ? s.corr.data() : nullptr;
+  cpu::QuantRowsFn fn = q4 ? table->q4_0 : table->q8_0;
+  RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
+    fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, acts, y + r0, n_out);
+  });
+}
+
+void Bf16MatMulAvx512(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
+                      int n_tokens, float* y, ThreadPool* pool) {
+  const int64_t k = w.cols();
+  const int64_t ldx = (k + 31) / 32 * 32;
+  ActScratch& s = Scratch();
+  s.bf16.resize(static_cast<size_t>(n_tokens * ldx));
+  for (int t = 0; t < n_tokens; ++t) {
+    cpu::ConvertToBF16Avx512(x + t * k, k, ldx, s.bf16.data() + t * ldx);
+  }
+  RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
+    cpu::MatRowsBF16Avx512(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, s.bf16.data(), ldx,
+                           n_tokens, y + r0, n_out);
+  });
+}
+
+}  // namespace
+
+void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
+                int n_tokens, float* y, ThreadPool* pool) {
+  EnsureKernelPathsInitialized();
+  const int64_t n_out = row_end - row_begin;
+  if (n_out <= 0 || n_tokens <= 0) return;
+  const int64_t k = w.cols();
+  switch (w.dtype) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+      QuantizedMatMul(w, row_begin, n_out, x, n_tokens, y, pool);
+      return;
+    case DType::kBF16:
+      if (ActiveBf16Path() == Bf16DotPath::kAvx512Bf16) {
+        Bf16MatMulAvx512(w, row_begin, n_out, x, n_tokens, y, pool);
+        return;
+      }
+      [[fallthrough]];
+    case DType::kF32:
+    case DType::kF16: {
+      auto fn = w.dtype == DType::kF32   ? cpu::MatRowsF32
+                : w.dtype == DType::kF16 ? cpu::MatRowsF16
+                                         : cpu::MatRowsBF16;
+      RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
+        fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, x, n_tokens, y + r0, n_out);
+      });
+      return;
+    }
+    default:
+      // The loader admits only the dtypes above for linear weights; reaching
+      // here is a caller bug. NaN outputs make it impossible to miss.
+      LogOnce(LogLevel::kError, std::string("matmul-dtype-") + DTypeName(w.dtype), "matmul",
+              std::string("MatMul: weight '") + w.name + "' has dtype " + DTypeName(w.dtype) +
+                  ", expected f32, f16, bf16, q8_0 or q4_0");
+      FillNaN(y, n_out * n_tokens);
+      return;
+  }
+}
+
+void MatMul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadPool* pool) {
+  MatMulRows(w, 0, w.rows(), x, n_tokens, y, pool);
+}
+
+}  // namespace specd::kernels

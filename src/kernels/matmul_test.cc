@@ -1,0 +1,246 @@
+// MatMul / MatMulRows on every ISA path this CPU supports, against the scalar
+// reference (kernels/cpu/reference.h), on odd shapes.
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/reference.h"
+#include "kernels/dispatch.h"
+#include "kernels/ops.h"
+
+namespace specd::kernels {
+namespace {
+
+struct Weights {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+  std::vector<float> deq;  // (rows, cols) dequantized, what the reference multiplies
+};
+
+Weights MakeWeights(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  Weights w;
+  const size_t row_bytes = RowBytes(dtype, cols);
+  w.bytes.resize(row_bytes * rows);
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    // Vary the row scale so per-block scales differ across rows.
+    float scale = 0.02f * (1 + r % 5);
+    for (auto& v : row) v = dist(rng) * scale;
+    QuantizeRow(dtype, row.data(), w.bytes.data() + r * row_bytes, cols);
+  }
+  w.view.name = std::string("test.") + DTypeName(dtype);
+  w.view.dtype = dtype;
+  w.view.shape = {rows, cols};
+  w.view.data = w.bytes.data();
+  w.view.nbytes = w.bytes.size();
+  w.deq.resize(rows * cols);
+  for (int64_t r = 0; r < rows; ++r) DequantizeRow(dtype, w.view.row(r), w.deq.data() + r * cols, cols);
+  return w;
+}
+
+std::vector<float> MakeActs(int n_tokens, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> x(n_tokens * cols);
+  for (auto& v : x) v = dist(rng);
+  // An outlier per token, as real activations have, stresses per-block scales.
+  for (int t = 0; t < n_tokens; ++t) x[t * cols + (t * 37) % cols] *= 20.f;
+  return x;
+}
+
+// sum_i |w[r, i] * x[t, i]|: the scale of rounding errors in output (t, r).
+double AbsDot(const Weights& w, const std::vector<float>& x, int64_t cols, int64_t r, int t) {
+  double s = 0;
+  for (int64_t i = 0; i < cols; ++i) s += std::fabs(static_cast<double>(w.deq[r * cols + i]) * x[t * cols + i]);
+  return s;
+}
+
+// Bound on |x·w - x̃·w| where x̃ is x quantized per block of 32 with
+// d = amax / 127: each element moves by at most d / 2, so per block
+// |Δ| <= ||w_b||_2 * sqrt(32) * amax_b / 254 (Cauchy-Schwarz).
+double ActQuantBound(const Weights& w, const std::vector<float>& x, int64_t cols, int64_t r, int t) {
+  double bound = 0;
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    double wn = 0, amax = 0;
+    for (int i = 0; i < 32; ++i) {
+      double wv = w.deq[r * cols + b * 32 + i];
+      wn += wv * wv;
+      amax = std::fmax(amax, std::fabs(static_cast<double>(x[t * cols + b * 32 + i])));
+    }
+    bound += std::sqrt(wn) * std::sqrt(32.0) * amax / 254.0;
+  }
+  return bound;
+}
+
+struct QuantCase {
+  QuantDotIsa isa;
+  DType dtype;
+};
+
+std::string QuantCaseName(const testing::TestParamInfo<QuantCase>& info) {
+  return std::string(QuantDotIsaName(info.param.isa)) + "_" + DTypeName(info.param.dtype);
+}
+
+class QuantMatMulTest : public testing::TestWithParam<QuantCase> {
+ protected:
+  void SetUp() override {
+    if (!SetQuantDotIsa(GetParam().isa)) {
+      GTEST_SKIP() << "not supported: this CPU lacks " << QuantDotIsaName(GetParam().isa)
+                   << " (flags: " << GetCpuFeatures().FlagString() << ")";
+    }
+  }
+  void TearDown() override { SetQuantDotIsa(GetKernelPaths().quant_dot); }
+};
+
+TEST_P(QuantMatMulTest, MatchesReferenceOnOddShapes) {
+  const DType dtype = GetParam().dtype;
+  ThreadPool pool(3);
+  // cols: 1, 3, 5, 33 and 64 blocks; rows odd and even.
+  for (int64_t cols : {32, 96, 160, 1056, 2048}) {
+    for (int64_t rows : {1, 7, 33}) {
+      Weights w = MakeWeights(dtype, rows, cols, static_cast<uint32_t>(rows * 131 + cols));
+      for (int n_tokens : {1, 3, 7, 16, 33}) {
+        SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
+                     " n_tokens=" + std::to_string(n_tokens));
+        std::vector<float> x = MakeActs(n_tokens, cols, static_cast<uint32_t>(n_tokens + cols));
+        std::vector<float> y(n_tokens * rows), y_pool(n_tokens * rows);
+        std::vector<float> y_qref(n_tokens * rows), y_ref(n_tokens * rows);
+        MatMul(w.view, x.data(), n_tokens, y.data(), nullptr);
+        MatMul(w.view, x.data(), n_tokens, y_pool.data(), &pool);
+        ref::MatMulQuantizedActs(w.view, 0, rows, x.data(), n_tokens, y_qref.data());
+        ref::MatMul(w.view, x.data(), n_tokens, y_ref.data());
+        double max_q = 0, max_f = 0;
+        for (int t = 0; t < n_tokens; ++t) {
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t i = t * rows + r;
+            const double s = AbsDot(w, x, cols, r, t);
+            // Same integer block dots as the quantized reference; only f32
+            // accumulation order and the f32 product dw * da differ.
+            ASSERT_NEAR(y[i], y_qref[i], 1e-5 * s + 1e-30) << "t=" << t << " r=" << r;
+            // Against exact f32 math: the activation quantization bound.
+            ASSERT_NEAR(y[i], y_ref[i], ActQuantBound(w, x, cols, r, t) + 1e-5 * s)
+                << "t=" << t << " r=" << r;
+            // Splitting rows across threads must not change any row's math.
+            ASSERT_EQ(y[i], y_pool[i]) << "t=" << t << " r=" << r;
+            max_q = std::fmax(max_q, std::fabs(y[i] - y_qref[i]));
+            max_f = std::fmax(max_f, std::fabs(y[i] - y_ref[i]));
+          }
+        }
+        RecordProperty("maxdiff", std::to_string(max_f));
+      }
+    }
+  }
+}
+
+TEST_P(QuantMatMulTest, MatMulRowsSelectsRows) {
+  const DType dtype = GetParam().dtype;
+  const int64_t rows = 45, cols = 160;
+  Weights w = MakeWeights(dtype, rows, cols, 7);
+  for (int n_tokens : {1, 5}) {
+    std::vector<float> x = MakeActs(n_tokens, cols, 11);
+    const int64_t b = 13, e = 40;
+    std::vector<float> y(n_tokens * (e - b)), y_ref(n_tokens * (e - b));
+    MatMulRows(w.view, b, e, x.data(), n_tokens, y.data(), nullptr);
+    ref::MatMulQuantizedActs(w.view, b, e, x.data(), n_tokens, y_ref.data());
+    for (int t = 0; t < n_tokens; ++t) {
+      for (int64_t r = 0; r < e - b; ++r) {
+        ASSERT_NEAR(y[t * (e - b) + r], y_ref[t * (e - b) + r], 1e-5 * AbsDot(w, x, cols, b + r, t));
+      }
+    }
+  }
+}
+
+TEST_P(QuantMatMulTest, ZeroActivationBlocksGiveZero) {
+  // All-zero activations quantize with d = 0 (no division by zero).
+  const DType dtype = GetParam().dtype;
+  Weights w = MakeWeights(dtype, 9, 96, 3);
+  std::vector<float> x(2 * 96, 0.f), y(2 * 9, 1.f);
+  MatMul(w.view, x.data(), 2, y.data(), nullptr);
+  for (float v : y) EXPECT_EQ(v, 0.f);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllPaths, QuantMatMulTest,
+    testing::Values(QuantCase{QuantDotIsa::kScalar, DType::kQ8_0},
+                    QuantCase{QuantDotIsa::kScalar, DType::kQ4_0},
+                    QuantCase{QuantDotIsa::kAvx2, DType::kQ8_0},
+                    QuantCase{QuantDotIsa::kAvx2, DType::kQ4_0},
+                    QuantCase{QuantDotIsa::kAvxVnni, DType::kQ8_0},
+                    QuantCase{QuantDotIsa::kAvxVnni, DType::kQ4_0},
+                    QuantCase{QuantDotIsa::kAvx512Vnni, DType::kQ8_0},
+                    QuantCase{QuantDotIsa::kAvx512Vnni, DType::kQ4_0}),
+    QuantCaseName);
+
+// Float weights on every Highway target this CPU supports (and, for bf16,
+// the AVX512-BF16 path too).
+void CheckFloatMatMul(DType dtype, double rel_tol) {
+  ThreadPool pool(2);
+  for (int64_t cols : {1, 13, 64, 77, 300}) {
+    for (int64_t rows : {1, 5, 31}) {
+      Weights w = MakeWeights(dtype, rows, cols, static_cast<uint32_t>(rows + 17 * cols));
+      for (int n_tokens : {1, 3, 7, 16, 33}) {
+        SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
+                     " n_tokens=" + std::to_string(n_tokens));
+        std::vector<float> x = MakeActs(n_tokens, cols, static_cast<uint32_t>(n_tokens * 3 + cols));
+        std::vector<float> y(n_tokens * rows), y_pool(n_tokens * rows), y_ref(n_tokens * rows);
+        MatMul(w.view, x.data(), n_tokens, y.data(), nullptr);
+        MatMul(w.view, x.data(), n_tokens, y_pool.data(), &pool);
+        ref::MatMul(w.view, x.data(), n_tokens, y_ref.data());
+        for (int t = 0; t < n_tokens; ++t) {
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t i = t * rows + r;
+            ASSERT_NEAR(y[i], y_ref[i], rel_tol * AbsDot(w, x, cols, r, t) + 1e-30)
+                << "t=" << t << " r=" << r;
+            ASSERT_EQ(y[i], y_pool[i]);
+          }
+        }
+      }
+    }
+  }
+}
+
+class FloatMatMulTest : public testing::TestWithParam<DType> {
+ protected:
+  void TearDown() override {
+    SetFloatTargets(0);
+    SetBf16Path(GetKernelPaths().bf16);
+  }
+};
+
+TEST_P(FloatMatMulTest, EveryHighwayTargetMatchesReference) {
+  // The weights are exact in their dtype, so the reference multiplies the same
+  // values; only f32 rounding differs: tolerance 1e-5 relative to sum |w x|.
+  ASSERT_TRUE(SetBf16Path(Bf16DotPath::kHighway));
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    SCOPED_TRACE(hwy::TargetName(target));
+    SetFloatTargets(target);
+    ASSERT_STREQ(ActiveFloatTarget(), hwy::TargetName(target));
+    CheckFloatMatMul(GetParam(), 1e-5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, FloatMatMulTest,
+                         testing::Values(DType::kF32, DType::kF16, DType::kBF16),
+                         [](const testing::TestParamInfo<DType>& info) {
+                           return std::string(DTypeName(info.param));
+                         });
+
+TEST(Bf16Avx512MatMulTest, MatchesReference) {
+  if (!SetBf16Path(Bf16DotPath::kAvx512Bf16)) {
+    GTEST_SKIP() << "not supported: this CPU lacks avx512_bf16";
+  }
+  // Activations are rounded to bf16 (8 significant bits: relative error
+  // <= 2^-8 each), so the tolerance is 2^-8 relative to sum |w x| plus f32
+  // rounding.
+  CheckFloatMatMul(DType::kBF16, std::ldexp(1.0, -8) + 1e-5);
+  SetBf16Path(GetKernelPaths().bf16);
+}
+
+}  // namespace
+}  // namespace specd::kernels

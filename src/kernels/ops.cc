@@ -1,0 +1,121 @@
+// Path selection (dispatch.h) and the elementwise / attention entry points of
+// ops.h; MatMul lives in matmul.cc.
+#include <hwy/targets.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "kernels/cpu/bf16_avx512.h"
+#include "kernels/cpu/float_ops.h"
+#include "kernels/cpu/quant_kernels.h"
+#include "kernels/dispatch.h"
+#include "kernels/ops.h"
+
+namespace specd::kernels {
+namespace {
+
+std::atomic<QuantDotIsa> g_quant_isa{QuantDotIsa::kScalar};
+std::atomic<Bf16DotPath> g_bf16_path{Bf16DotPath::kHighway};
+
+void InitOnce() {
+  const KernelPaths& paths = GetKernelPaths();  // logs the choice once
+  QuantDotIsa isa = paths.quant_dot;
+  if (cpu::GetQuantKernels(isa) == nullptr) isa = QuantDotIsa::kScalar;
+  g_quant_isa.store(isa, std::memory_order_relaxed);
+  Bf16DotPath bf16 = paths.bf16;
+  if (bf16 == Bf16DotPath::kAvx512Bf16 && !cpu::HaveBf16Avx512()) bf16 = Bf16DotPath::kHighway;
+  g_bf16_path.store(bf16, std::memory_order_relaxed);
+  if (paths.hwy_target_mask != 0) hwy::SetSupportedTargetsForTest(paths.hwy_target_mask);
+}
+
+}  // namespace
+
+void EnsureKernelPathsInitialized() {
+  static std::once_flag once;
+  std::call_once(once, InitOnce);
+}
+
+QuantDotIsa ActiveQuantDotIsa() {
+  EnsureKernelPathsInitialized();
+  return g_quant_isa.load(std::memory_order_relaxed);
+}
+
+bool SetQuantDotIsa(QuantDotIsa isa) {
+  EnsureKernelPathsInitialized();
+  if (!CpuSupports(GetCpuFeatures(), isa) || cpu::GetQuantKernels(isa) == nullptr) return false;
+  g_quant_isa.store(isa, std::memory_order_relaxed);
+  return true;
+}
+
+Bf16DotPath ActiveBf16Path() {
+  EnsureKernelPathsInitialized();
+  return g_bf16_path.load(std::memory_order_relaxed);
+}
+
+bool SetBf16Path(Bf16DotPath path) {
+  EnsureKernelPathsInitialized();
+  if (path == Bf16DotPath::kAvx512Bf16) {
+    const CpuFeatures& cpu = GetCpuFeatures();
+    if (!cpu.avx512_bf16 || !cpu.avx512bw || !cpu.avx512vl || !cpu::HaveBf16Avx512()) {
+      return false;
+    }
+  }
+  g_bf16_path.store(path, std::memory_order_relaxed);
+  return true;
+}
+
+void SetFloatTargets(int64_t hwy_targets) {
+  EnsureKernelPathsInitialized();
+  if (hwy_targets == 0) hwy_targets = GetKernelPaths().hwy_target_mask;
+  hwy::SetSupportedTargetsForTest(hwy_targets);
+}
+
+const char* ActiveFloatTarget() {
+  EnsureKernelPathsInitialized();
+  return cpu::FloatOpsTargetName();
+}
+
+void RmsNorm(const float* x, const float* w, int n_tokens, int dim, float eps, float* out) {
+  EnsureKernelPathsInitialized();
+  cpu::RmsNormF(x, w, n_tokens, dim, eps, out);
+}
+
+void Rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,
+          const float* inv_freq, bool interleaved) {
+  EnsureKernelPathsInitialized();
+  cpu::RopeF(x, n_tokens, n_heads, head_dim, pos, inv_freq, interleaved);
+}
+
+void SwiGLU(const float* gate, const float* up, int64_t n, float* out) {
+  EnsureKernelPathsInitialized();
+  cpu::SwiGLUF(gate, up, n, out);
+}
+
+void Softmax(float* x, int64_t n) {
+  EnsureKernelPathsInitialized();
+  cpu::SoftmaxF(x, n);
+}
+
+int64_t Argmax(const float* x, int64_t n) {
+  EnsureKernelPathsInitialized();
+  return cpu::ArgmaxF(x, n);
+}
+
+void Attention(const float* q, int n_q, int n_ctx, const KvPages& kv, const uint8_t* mask,
+               int n_heads, int n_kv_heads, int head_dim, float* out, ThreadPool* pool) {
+  EnsureKernelPathsInitialized();
+  if (n_q <= 0 || n_heads <= 0) return;
+  const cpu::AttentionArgs args{q, n_q, n_ctx, kv, mask, n_heads, n_kv_heads, head_dim, out};
+  const int64_t items = static_cast<int64_t>(n_q) * n_heads;
+  // Work items are (token, head) pairs, so long prefills split over tokens
+  // too; threads take items round-robin because under the causal mask later
+  // tokens see more slots (contiguous chunks would be unbalanced).
+  if (pool == nullptr || pool->size() == 1 ||
+      items * static_cast<int64_t>(n_ctx) * head_dim < (1 << 15)) {
+    cpu::AttentionItems(args, 0, items, 1);
+    return;
+  }
+  pool->Run([&](int index, int count) { cpu::AttentionItems(args, index, items, count); });
+}
+
+}  // namespace specd::kernels

@@ -1,0 +1,167 @@
+#include "kernels/thread_pool.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SPECD_CPU_RELAX() _mm_pause()
+#else
+#define SPECD_CPU_RELAX() ((void)0)
+#endif
+
+namespace specd::kernels {
+namespace {
+
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected) {
+  // Returns at once when *word != expected (EAGAIN), so a wake that happened
+  // between the caller's check and this call is never lost.
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr,
+          nullptr, 0);
+}
+
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
+          nullptr, 0);
+}
+
+// How long a thread spins before it sleeps. Short, because ranks may outnumber
+// cores: a spinning worker would steal the core a peer rank needs.
+int64_t SpinNanos() {
+  static const int64_t ns = [] {
+    const char* env = std::getenv("SPECD_POOL_SPIN_US");
+    if (env != nullptr) {
+      char* end = nullptr;
+      long v = std::strtol(env, &end, 10);
+      if (end != env && *end == '\0' && v >= 0 && v <= 100000) return static_cast<int64_t>(v) * 1000;
+    }
+    return int64_t{4000};
+  }();
+  return ns;
+}
+
+// Spins until `word` differs from `seen` or the spin budget is spent; then
+// sleeps on the futex, registering in `sleepers` so the waker knows to call
+// into the kernel. Returns the new value (acquire).
+uint32_t WaitForChange(std::atomic<uint32_t>& word, uint32_t seen, std::atomic<int>& sleepers) {
+  uint32_t v = word.load(std::memory_order_acquire);
+  if (v != seen) return v;
+  const int64_t budget = SpinNanos();
+  if (budget > 0) {
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 1;; ++i) {
+      SPECD_CPU_RELAX();
+      v = word.load(std::memory_order_acquire);
+      if (v != seen) return v;
+      if ((i & 63) == 0 &&
+          std::chrono::steady_clock::now() - start > std::chrono::nanoseconds(budget)) {
+        break;
+      }
+    }
+  }
+  for (;;) {
+    // seq_cst pairs with the waker's seq_cst increment + sleepers load: either
+    // the waker sees us registered, or the futex sees the changed word.
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    v = word.load(std::memory_order_seq_cst);
+    if (v == seen) FutexWait(&word, seen);
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    v = word.load(std::memory_order_acquire);
+    if (v != seen) return v;
+  }
+}
+
+void Publish(std::atomic<uint32_t>& word, std::atomic<int>& sleepers) {
+  word.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&word);
+}
+
+}  // namespace
+
+// Invariants: `epoch` counts jobs published by the caller; a worker that has
+// seen epoch e runs job e exactly once. `done` counts workers that finished
+// the current job, reset by the caller before each publish (no worker touches
+// it between jobs). `job` is written only while every worker is idle.
+struct ThreadPool::Impl {
+  int n_threads = 1;
+  std::vector<std::thread> workers;
+  std::atomic<uint32_t> epoch{0};
+  std::atomic<int> epoch_sleepers{0};
+  // Number of workers still running the current job; the last one bumps
+  // `finished` so a sleeping caller wakes.
+  std::atomic<int> pending{0};
+  std::atomic<uint32_t> finished{0};
+  std::atomic<int> finished_sleepers{0};
+  const std::function<void(int, int)>* job = nullptr;
+  bool stop = false;  // written before the final publish
+
+  void WorkerLoop(int index) {
+    uint32_t seen = 0;
+    for (;;) {
+      seen = WaitForChange(epoch, seen, epoch_sleepers);
+      if (stop) return;
+      (*job)(index, n_threads);
+      if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        Publish(finished, finished_sleepers);
+      }
+    }
+  }
+};
+
+ThreadPool::ThreadPool(int n_threads) : impl_(new Impl) {
+  impl_->n_threads = n_threads < 1 ? 1 : n_threads;
+  impl_->workers.reserve(impl_->n_threads - 1);
+  for (int i = 1; i < impl_->n_threads; ++i) {
+    impl_->workers.emplace_back([this, i] { impl_->WorkerLoop(i); });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  impl_->stop = true;
+  Publish(impl_->epoch, impl_->epoch_sleepers);
+  for (auto& t : impl_->workers) t.join();
+  delete impl_;
+}
+
+int ThreadPool::size() const { return impl_->n_threads; }
+
+void ThreadPool::Run(const std::function<void(int, int)>& fn) {
+  Impl& p = *impl_;
+  if (p.n_threads == 1) {
+    fn(0, 1);
+    return;
+  }
+  p.job = &fn;
+  p.pending.store(p.n_threads - 1, std::memory_order_relaxed);
+  uint32_t finished_before = p.finished.load(std::memory_order_relaxed);
+  Publish(p.epoch, p.epoch_sleepers);
+  fn(0, p.n_threads);
+  WaitForChange(p.finished, finished_before, p.finished_sleepers);
+}
+
+void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  int threads = size();
+  if (threads == 1 || n == 1) {
+    fn(0, n);
+    return;
+  }
+  Run([&](int index, int count) {
+    // Balanced contiguous chunks: the first n % count chunks get one extra.
+    int64_t base = n / count, extra = n % count;
+    int64_t begin = index * base + (index < extra ? index : extra);
+    int64_t end = begin + base + (index < extra ? 1 : 0);
+    if (begin < end) fn(begin, end);
+  });
+}
+
+}  // namespace specd::kernels

@@ -1,0 +1,78 @@
+#include "kernels/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace specd::kernels {
+namespace {
+
+TEST(ThreadPoolTest, RunCallsEveryIndexOnce) {
+  for (int n : {1, 2, 3, 5}) {
+    ThreadPool pool(n);
+    ASSERT_EQ(pool.size(), n);
+    std::vector<std::atomic<int>> calls(n);
+    std::atomic<int> bad_count{0};
+    pool.Run([&](int index, int count) {
+      if (count != n) bad_count.fetch_add(1);
+      calls[index].fetch_add(1);
+    });
+    EXPECT_EQ(bad_count.load(), 0);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(calls[i].load(), 1) << "thread " << i;
+  }
+}
+
+TEST(ThreadPoolTest, ParallelForCoversRangeExactlyOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {0, 1, 2, 3, 4, 7, 100, 1001}) {
+    std::vector<int> hits(n, 0);  // each index written by exactly one thread
+    pool.ParallelFor(n, [&](int64_t b, int64_t e) {
+      ASSERT_LT(b, e);
+      for (int64_t i = b; i < e; ++i) hits[i] += 1;
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << "n=" << n << " i=" << i;
+  }
+}
+
+TEST(ThreadPoolTest, ManyBackToBackCallsSeeEachOthersWrites) {
+  // Each round reads what the previous round wrote on other threads: checks
+  // that Run's return orders every worker's writes before the caller's reads.
+  ThreadPool pool(4);
+  const int64_t n = 64;
+  std::vector<int64_t> v(n, 0);
+  for (int round = 0; round < 3000; ++round) {
+    pool.ParallelFor(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) v[i] += i + 1;
+    });
+  }
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(v[i], 3000 * (i + 1));
+}
+
+TEST(ThreadPoolTest, SurvivesIdleSleepBetweenCalls) {
+  // Workers give up spinning and sleep on the futex; the next call must wake them.
+  ThreadPool pool(3);
+  std::atomic<int> sum{0};
+  for (int round = 0; round < 5; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    pool.Run([&](int index, int) { sum.fetch_add(index + 1); });
+  }
+  EXPECT_EQ(sum.load(), 5 * (1 + 2 + 3));
+}
+
+TEST(ThreadPoolTest, NonPositiveSizeMeansCallerOnly) {
+  ThreadPool pool(0);
+  EXPECT_EQ(pool.size(), 1);
+  int calls = 0;
+  pool.Run([&](int index, int count) {
+    EXPECT_EQ(index, 0);
+    EXPECT_EQ(count, 1);
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+}
+
+}  // namespace
+}  // namespace specd::kernels
