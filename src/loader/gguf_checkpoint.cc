@@ -39,28 +39,6 @@ StatusOr<float> GetFloatField(const GgufFile& f, const std::string& key, float d
   return static_cast<float>(v);
 }
 
-// llama3 frequency factors as llama.cpp's converter computes them for
-// rope_freqs.weight (one per rotated pair).
-std::vector<float> Llama3FreqFactors(int head_dim, float theta, const RopeScaling& s) {
-  std::vector<float> out;
-  const double low_wavelen = s.original_max_position / s.low_freq_factor;
-  const double high_wavelen = s.original_max_position / s.high_freq_factor;
-  for (int i = 0; i < head_dim; i += 2) {
-    double freq = 1.0 / std::pow(theta, static_cast<double>(i) / head_dim);
-    double wavelen = 2 * M_PI / freq;
-    if (wavelen < high_wavelen) {
-      out.push_back(1.f);
-    } else if (wavelen > low_wavelen) {
-      out.push_back(s.factor);
-    } else {
-      double smooth = (s.original_max_position / wavelen - s.low_freq_factor) /
-                      (s.high_freq_factor - s.low_freq_factor);
-      out.push_back(static_cast<float>(1.0 / ((1 - smooth) / s.factor + smooth)));
-    }
-  }
-  return out;
-}
-
 // llama.cpp stores Llama 3.1+ RoPE scaling only as the tensor rope_freqs.weight
 // (per-pair frequency divisors). Recover the llama3 parameters that produce
 // those factors, so the engine computes RoPE one way for both formats.
@@ -89,7 +67,7 @@ Status FitLlama3Scaling(const GgufFile& f, const TensorView& t, ModelConfig* c) 
       s.low_freq_factor = low;
       s.high_freq_factor = high;
       s.original_max_position = orig;
-      std::vector<float> want = Llama3FreqFactors(c->head_dim, c->rope_theta, s);
+      std::vector<float> want = Llama3RopeFreqFactors(c->head_dim, c->rope_theta, s);
       bool match = true;
       for (size_t i = 0; i < ff.size() && match; ++i) {
         match = std::fabs(want[i] - ff[i]) <= 1e-3f * std::max(1.f, std::fabs(ff[i]));

@@ -149,6 +149,29 @@ Status ParseRopeScaling(const Fields& cfg, const std::string& source, ModelConfi
 
 }  // namespace
 
+std::vector<float> Llama3RopeFreqFactors(int head_dim, float rope_theta, const RopeScaling& s) {
+  // Wavelengths above original_max_position / low_freq_factor are stretched
+  // by `factor`, those below original_max_position / high_freq_factor kept,
+  // and the band between interpolated smoothly (Llama 3.1 reference code).
+  const double low_wavelen = s.original_max_position / s.low_freq_factor;
+  const double high_wavelen = s.original_max_position / s.high_freq_factor;
+  std::vector<float> out;
+  for (int i = 0; i < head_dim; i += 2) {
+    double freq = 1.0 / std::pow(static_cast<double>(rope_theta), static_cast<double>(i) / head_dim);
+    double wavelen = 2 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      out.push_back(1.f);
+    } else if (wavelen > low_wavelen) {
+      out.push_back(s.factor);
+    } else {
+      double smooth = (s.original_max_position / wavelen - s.low_freq_factor) /
+                      (s.high_freq_factor - s.low_freq_factor);
+      out.push_back(static_cast<float>(1.0 / ((1 - smooth) / s.factor + smooth)));
+    }
+  }
+  return out;
+}
+
 StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const std::string& source) {
   json root;
   try {

@@ -58,6 +58,12 @@ struct ModelConfig {
   Status Validate(const std::string& source) const;
 };
 
+// llama3 RoPE scaling as per-pair frequency divisors, as llama.cpp's
+// converter stores them in rope_freqs.weight: pair i (dims 2i, 2i+1 or
+// i, i + head_dim/2) rotates with theta^(-2i/head_dim) / factors[i].
+// Returns head_dim / 2 values. REQUIRES: s.type == "llama3", head_dim even.
+std::vector<float> Llama3RopeFreqFactors(int head_dim, float rope_theta, const RopeScaling& s);
+
 // Parses a Hugging Face config.json (text). Supports LlamaForCausalLM,
 // MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and
 // LlamaForCausalLMEagle3 (draft heads).

@@ -1,0 +1,181 @@
+#include "loader/fixture.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "base/clock.h"
+#include "base/logging.h"
+#include "base/mapped_file.h"
+#include "loader/weight_names.h"
+
+namespace specd {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t HashName(const std::string& s, uint64_t seed) {
+  uint64_t h = 0xcbf29ce484222325ull ^ seed;  // FNV-1a, then mixed
+  for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3ull;
+  return SplitMix64(h);
+}
+
+// Two 32-bit uniforms in [-1, 1) summed: a triangular distribution with
+// standard deviation sqrt(2/3); scaled so the result has std 0.02.
+float RandomValue(uint64_t key, uint64_t index) {
+  uint64_t r = SplitMix64(key + index * 0xd1342543de82ef95ull);
+  constexpr float kScale = 0.02f / 0.81649658f / 2147483648.f;
+  float a = static_cast<float>(static_cast<int64_t>(r & 0xffffffffu) - 2147483648LL);
+  float b = static_cast<float>(static_cast<int64_t>(r >> 32) - 2147483648LL);
+  return (a + b) * kScale;
+}
+
+ModelConfig TinyLlama() {
+  ModelConfig c;
+  c.arch = "llama";
+  c.n_layers = 2;
+  c.hidden_dim = 64;
+  c.ffn_dim = 128;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 16;
+  c.vocab_size = 256;
+  c.max_seq_len = 2048;
+  c.norm_eps = 1e-5f;
+  c.rope_theta = 10000.f;
+  c.tie_embeddings = false;
+  c.bos_id = 1;
+  c.eos_ids = {2};
+  return c;
+}
+
+}  // namespace
+
+std::vector<std::string> FixturePresetNames() {
+  return {"tiny", "qwen2-tiny", "qwen3-tiny", "small-170m", "llama-3.2-1b"};
+}
+
+StatusOr<ModelConfig> FixturePreset(const std::string& name) {
+  ModelConfig c = TinyLlama();
+  if (name == "tiny") {
+    // as above
+  } else if (name == "qwen2-tiny") {
+    c.arch = "qwen2";
+    c.qkv_bias = true;
+    c.norm_eps = 1e-6f;
+    c.rope_theta = 1000000.f;
+    c.max_seq_len = 4096;
+    c.tie_embeddings = true;
+    c.bos_id = -1;
+    c.eos_ids = {2, 3};
+  } else if (name == "qwen3-tiny") {
+    c.arch = "qwen3";
+    c.qk_norm = true;
+    c.head_dim = 32;  // n_heads * head_dim = 128 != hidden 64, as in real Qwen3
+    c.norm_eps = 1e-6f;
+    c.rope_theta = 1000000.f;
+    c.max_seq_len = 4096;
+    c.tie_embeddings = true;
+    c.bos_id = -1;
+    c.eos_ids = {2, 3};
+  } else if (name == "small-170m") {
+    c.n_layers = 12;
+    c.hidden_dim = 768;
+    c.ffn_dim = 2048;
+    c.n_heads = 12;
+    c.n_kv_heads = 4;
+    c.head_dim = 64;
+    c.vocab_size = 128256;
+    c.max_seq_len = 8192;
+    c.rope_theta = 500000.f;
+    c.tie_embeddings = true;
+    c.bos_id = 128000;
+    c.eos_ids = {128001, 128009};
+  } else if (name == "llama-3.2-1b") {
+    c.n_layers = 16;
+    c.hidden_dim = 2048;
+    c.ffn_dim = 8192;
+    c.n_heads = 32;
+    c.n_kv_heads = 8;
+    c.head_dim = 64;
+    c.vocab_size = 128256;
+    c.max_seq_len = 131072;
+    c.rope_theta = 500000.f;
+    c.rope_scaling.type = "llama3";
+    c.rope_scaling.factor = 32.f;
+    c.rope_scaling.low_freq_factor = 1.f;
+    c.rope_scaling.high_freq_factor = 4.f;
+    c.rope_scaling.original_max_position = 8192;
+    c.tie_embeddings = true;
+    c.bos_id = 128000;
+    c.eos_ids = {128001, 128008, 128009};
+  } else {
+    return NotFoundError(fmt::format("unknown fixture preset '{}' (available: {})", name,
+                                     fmt::join(FixturePresetNames(), ", ")));
+  }
+  RETURN_IF_ERROR(c.Validate("preset " + name));
+  return c;
+}
+
+std::vector<WeightSource> RandomWeights(const ModelConfig& c, uint64_t seed) {
+  std::vector<WeightSource> out;
+  for (const TensorSpec& spec : ExpectedTensors(c)) {
+    const int64_t cols = spec.shape.back();
+    const bool is_norm = spec.name.size() > 7 &&
+                         spec.name.compare(spec.name.size() - 7, 7, ".weight") == 0 &&
+                         spec.shape.size() == 1;
+    RowFn fn;
+    if (is_norm) {
+      fn = [cols](int64_t, float* dst) { std::fill(dst, dst + cols, 1.f); };
+    } else {
+      const uint64_t key = HashName(spec.name, seed);
+      fn = [key, cols](int64_t r, float* dst) {
+        for (int64_t i = 0; i < cols; ++i) dst[i] = RandomValue(key, static_cast<uint64_t>(r * cols + i));
+      };
+    }
+    out.push_back({spec.name, spec.shape, std::move(fn)});
+  }
+  return out;
+}
+
+Status MakeFixture(const FixtureOptions& o) {
+  if (o.out.empty()) return InvalidArgumentError("make-model: --out is required");
+  ASSIGN_OR_RETURN(ModelConfig c, FixturePreset(o.preset));
+  Stopwatch sw;
+  std::vector<WeightSource> weights = RandomWeights(c, o.seed);
+  if (o.format == "safetensors") {
+    if (IsQuantized(o.dtype)) {
+      return InvalidArgumentError(fmt::format("make-model: dtype {} needs --format gguf "
+                                              "(safetensors holds f32, f16 or bf16)",
+                                              DTypeName(o.dtype)));
+    }
+    RETURN_IF_ERROR(WriteSafetensorsModel(c, weights, o.dtype, o.out));
+    if (!o.tokenizer_json.empty()) {
+      ASSIGN_OR_RETURN(std::string tok, ReadFileToString(o.tokenizer_json));
+      RETURN_IF_ERROR(WriteStringToFile(o.out + "/tokenizer.json", tok));
+    }
+  } else if (o.format == "gguf") {
+    if (!o.tokenizer_json.empty()) {
+      return InvalidArgumentError("make-model: --tokenizer is only supported with --format "
+                                  "safetensors (GGUF vocabularies are not converted)");
+    }
+    GgufModelOptions go;
+    go.dtype = o.dtype;
+    go.name = "specd fixture " + o.preset;
+    RETURN_IF_ERROR(WriteGgufModel(c, weights, go, o.out));
+  } else {
+    return InvalidArgumentError(fmt::format("make-model: unknown format '{}' (expected "
+                                            "safetensors or gguf)",
+                                            o.format));
+  }
+  LOG_INFO("make-model", "wrote {} ({} {}, seed {}) to {} in {:.1f} s", o.preset, o.format,
+           DTypeName(o.dtype), o.seed, o.out, sw.Seconds());
+  return Status::Ok();
+}
+
+}  // namespace specd

@@ -1,0 +1,54 @@
+// Whole-model writers shared by `specd make-model` and `specd quantize`:
+// a ModelConfig plus HF-named weights -> a GGUF file or a safetensors folder.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "loader/checkpoint.h"
+#include "loader/gguf_writer.h"
+#include "loader/model_config.h"
+
+namespace specd {
+
+// One weight in HF layout: q/k rows in rotate_half order, shape (out, in).
+struct WeightSource {
+  std::string name;             // HF name
+  std::vector<int64_t> shape;   // PyTorch order
+  RowFn rows;                   // f32 row r of the HF-layout tensor
+};
+
+// The Llama-family weights of `ck` (ExpectedTensors order) as HF-layout rows:
+// for checkpoints with RopeStyle::kInterleaved (GGUF llama) the q/k
+// permutation is undone. A tied LM head is left out. The rows read `ck`'s
+// memory, so `ck` must outlive the result.
+StatusOr<std::vector<WeightSource>> WeightsFromCheckpoint(const Checkpoint& ck);
+
+// config.json text for `c` (HF keys, so ParseHfConfig reads back the same
+// ModelConfig with RopeStyle::kHalf). `dtype` fills torch_dtype.
+StatusOr<std::string> HfConfigJson(const ModelConfig& c, DType dtype);
+
+struct GgufModelOptions {
+  DType dtype = DType::kF16;          // for matrices; 1-D norms and biases stay F32
+  const GgufVocab* vocab = nullptr;   // tokenizer.ggml.* to embed; null: "no_vocab"
+  std::string name = "specd model";   // general.name
+};
+
+// Writes llama.cpp's layout: arch "llama" for llama/mistral (q/k rows
+// permuted for interleaved RoPE exactly as convert_hf_to_gguf.py does),
+// "qwen2"/"qwen3" unpermuted; llama3 RoPE scaling as rope_freqs.weight.
+// Matrices whose rows are not a multiple of 32 fall back from q8_0/q4_0 to
+// f16 (logged). Unsupported for llama_eagle3.
+Status WriteGgufModel(const ModelConfig& c, const std::vector<WeightSource>& weights,
+                      const GgufModelOptions& options, const std::string& path);
+
+// Writes `dir`/model.safetensors and `dir`/config.json (creating `dir`).
+// dtype: f32, f16 or bf16 (norms included, as HF checkpoints do).
+Status WriteSafetensorsModel(const ModelConfig& c, const std::vector<WeightSource>& weights,
+                             DType dtype, const std::string& dir);
+
+// Inverse of GgufRowToHfRow: the GGUF row holding HF row `hf_row`.
+int64_t HfRowToGgufRow(int64_t hf_row, int64_t rows, int n_head);
+
+}  // namespace specd
