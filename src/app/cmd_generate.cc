@@ -1,15 +1,193 @@
+// specd generate: one prompt in, text out, with a stats line or --json.
 #include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/engine_flags.h"
+#include "app/rank_launch.h"
+#include "base/logging.h"
+#include "runtime/generate.h"
+#include "runtime/spec_generate.h"
+#include "tokenizer/tokenizer.h"
 
 namespace specd::app {
+namespace {
 
-// Placeholder until the subcommand lands.
+struct GenerateFlags {
+  EngineFlags engine;
+  std::string prompt;
+  std::string prompt_ids;
+  int max_tokens = 128;
+  float temperature = 0.f;
+  int top_k = 0;
+  float top_p = 1.f;
+  float min_p = 0.f;
+  uint64_t seed = 0;
+  bool json = false;
+  bool ignore_eos = false;
+  bool baseline = false;
+  SpecFlags spec;
+  LaunchFlags launch;
+};
+
+StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (...) {
+      return InvalidArgumentError("--prompt-ids: '" + item +
+                                  "' is not a token id (expected comma-separated integers >= 0)");
+    }
+  }
+  return ids;
+}
+
+Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
+  ModelRunner* runner = &rn;
+  const RunnerOptions ro = ToRunnerOptions(f.engine);
+  std::unique_ptr<Tokenizer> tok;
+  auto t = LoadTokenizerForModel(ro.model_path);
+  if (t.ok()) tok = std::move(t).value();
+  else LOG_INFO("tokenizer", "no tokenizer: {}", t.status().message());
+
+  GenerateRequest req;
+  if (!f.prompt_ids.empty()) {
+    ASSIGN_OR_RETURN(req.prompt, ParseIds(f.prompt_ids));
+  } else {
+    if (!tok) return InvalidArgumentError("--prompt needs a tokenizer, and " + ro.model_path +
+                                          " has none: pass --prompt-ids instead");
+    req.prompt = tok->Encode(f.prompt, /*add_special=*/true);
+  }
+  req.max_tokens = f.max_tokens;
+  req.sampling.temperature = f.temperature;
+  req.sampling.top_k = f.top_k;
+  req.sampling.top_p = f.top_p;
+  req.sampling.min_p = f.min_p;
+  req.sampling.seed = f.seed;
+  if (tok && !f.ignore_eos) req.stop_ids = tok->stop_ids();
+
+  std::unique_ptr<StreamDecoder> stream;
+  if (tok && !f.json) {
+    stream = std::make_unique<StreamDecoder>(tok.get());
+    std::fputs(f.prompt.c_str(), stdout);
+  }
+  ASSIGN_OR_RETURN(SpecOptions spec, ToSpecOptions(f.spec));
+  std::unique_ptr<Eagle3Head> head;
+  if (spec.algorithm == SpecAlgorithm::kEagle3) {
+    auto h = Eagle3Head::Create(f.spec.draft_model, runner->model(), ro.load, runner->pool());
+    if (!h.ok()) return std::move(h).TakeStatus().WithStage("load draft model");
+    head = std::move(h).value();
+    runner->SetCaptureLayers(head->aux_layers());
+  }
+  // Plain greedy/sampled decoding of the same request first, for the speedup.
+  double baseline_tok_s = 0;
+  if (f.baseline && spec.algorithm != SpecAlgorithm::kNone) {
+    GenerateResult base;
+    RETURN_IF_ERROR(GeneratePlain(engine, req, [](int32_t) { return true; }, &base)
+                        .WithStage("baseline generate"));
+    baseline_tok_s = base.stats.decode_tok_s();
+  }
+  GenerateResult res;
+  Status s = GenerateSpeculative(engine, head.get(), spec, req, [&](int32_t id) {
+    if (stream) {
+      std::string piece = stream->Push(id);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
+  }, &res);
+  RETURN_IF_ERROR(s.WithStage("generate"));
+  const GenerateStats& st = res.stats;
+  if (f.json) {
+    nlohmann::json j;
+    j["token_ids"] = res.tokens;
+    j["text"] = tok ? tok->Decode(res.tokens) : "";
+    j["finish_reason"] = res.finish_reason;
+    j["prompt_ids"] = req.prompt;
+    j["stats"] = {{"prefill_tok_s", st.prefill_tok_s()},
+                  {"decode_tok_s", st.decode_tok_s()},
+                  {"decode_gb_s", st.decode_gb_s()},
+                  {"n_prompt", st.n_prompt},
+                  {"n_generated", st.n_generated},
+                  {"prefill_s", st.prefill_s},
+                  {"decode_s", st.decode_s}};
+    if (spec.algorithm != SpecAlgorithm::kNone) {
+      j["stats"]["accept_length_mean"] = st.accept_length_mean();
+      j["stats"]["accept_hist"] = st.accept_hist;
+      j["stats"]["target_forwards"] = st.target_forwards;
+      j["stats"]["draft_s"] = st.draft_s;
+      j["stats"]["verify_s"] = st.verify_s;
+    }
+    if (baseline_tok_s > 0) {
+      j["stats"]["baseline_decode_tok_s"] = baseline_tok_s;
+      j["stats"]["speedup"] = st.decode_tok_s() / baseline_tok_s;
+    }
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    if (stream) {
+      std::string rest = stream->Flush();
+      std::fwrite(rest.data(), 1, rest.size(), stdout);
+      std::printf("\n");
+    } else {
+      for (size_t i = 0; i < res.tokens.size(); ++i)
+        std::printf("%s%d", i ? "," : "", res.tokens[i]);
+      std::printf("\n");
+    }
+    std::fprintf(stderr,
+                 "[%d prompt tokens: %.1f tok/s prefill | %d generated: %.1f tok/s decode, "
+                 "%.2f GB/s weights | finish: %s]\n",
+                 st.n_prompt, st.prefill_tok_s(), st.n_generated, st.decode_tok_s(),
+                 st.decode_gb_s(), res.finish_reason.c_str());
+    if (spec.algorithm != SpecAlgorithm::kNone) {
+      std::fprintf(stderr, "[speculative %s: mean acceptance length %.2f tokens per target forward",
+                   f.spec.algorithm.c_str(), st.accept_length_mean());
+      if (baseline_tok_s > 0)
+        std::fprintf(stderr, " | plain decoding %.1f tok/s, speedup %.2fx", baseline_tok_s,
+                     st.decode_tok_s() / baseline_tok_s);
+      std::fprintf(stderr, " | draft %.0f%%, verify %.0f%% of decode time]\n",
+                   100 * st.draft_s / std::max(1e-9, st.decode_s),
+                   100 * st.verify_s / std::max(1e-9, st.decode_s));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 void AddGenerateCommand(CLI::App& root, int* exit_code) {
+  auto* f = new GenerateFlags();  // lives as long as the CLI
   auto* sub = root.add_subcommand("generate", "Generate text from a prompt");
-  sub->callback([exit_code] {
-    std::fprintf(stderr, "specd generate: not available in this build\n");
-    *exit_code = 2;
+  AddEngineFlags(sub, &f->engine);
+  auto* p = sub->add_option("-p,--prompt", f->prompt, "Prompt text (tokenized with the model's tokenizer)");
+  auto* pi = sub->add_option("--prompt-ids", f->prompt_ids, "Prompt as token ids: 1,2,3");
+  p->excludes(pi);
+  sub->add_option("-n,--max-tokens", f->max_tokens, "Tokens to generate (default 128)");
+  sub->add_option("--temperature", f->temperature, "0 = greedy (default 0)");
+  sub->add_option("--top-k", f->top_k, "Keep the k most likely tokens (0 = off)");
+  sub->add_option("--top-p", f->top_p, "Nucleus sampling mass (1 = off)");
+  sub->add_option("--min-p", f->min_p, "Drop tokens below min_p x the top probability (0 = off)");
+  sub->add_option("--seed", f->seed, "RNG seed: same seed, same output (default 0)");
+  sub->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past end-of-sequence tokens");
+  AddSpecFlags(sub, &f->spec);
+  sub->add_flag("--baseline", f->baseline,
+                "Also run plain decoding of the same request first and report the speedup");
+  sub->add_flag("--json", f->json,
+                "Print one JSON object: token_ids (generated only), text, finish_reason, stats "
+                "{prefill_tok_s, decode_tok_s, decode_gb_s, ...}");
+  AddLaunchFlags(sub, &f->engine, &f->launch);
+  sub->callback([f, exit_code] {
+    if (f->prompt.empty() && f->prompt_ids.empty()) f->prompt = "Once upon a time";
+    *exit_code = RunOnRanks(f->engine, f->launch, [f](ModelRunner& runner, Engine& engine) {
+      return RunGenerate(*f, runner, engine);
+    });
   });
 }
 

@@ -1,0 +1,63 @@
+#include "app/engine_flags.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace specd::app {
+
+void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
+  sub->add_option("-m,--model", f->model,
+                  "Model: a Hugging Face folder (config.json + *.safetensors) or a .gguf file "
+                  "(default: $SPECD_MODEL, else the embedded demo model)");
+  sub->add_option("-t,--threads", f->threads, "Threads per rank (default: cores / tp)");
+  sub->add_flag("--no-mmap", f->no_mmap,
+                "Read weights into anonymous memory instead of mmap-ing the file");
+  sub->add_option("--kv-cache-tokens", f->kv_cache_tokens,
+                  "KV cache capacity in tokens, all sequences together (default 4 x context, "
+                  "capped at 32768)");
+  sub->add_flag("--no-fuse-allreduce-norm", f->no_fuse_allreduce_norm,
+                "Run allreduce, residual add and RMSNorm as three passes (A/B baseline)");
+}
+
+void AddSpecFlags(CLI::App* sub, SpecFlags* f) {
+  sub->add_option("--speculative-algorithm", f->algorithm,
+                  "NONE, EAGLE3 (needs --draft-model) or NGRAM (prompt lookup); default NONE");
+  sub->add_option("--draft-model", f->draft_model,
+                  "EAGLE-3 draft head folder (config.json with LlamaForCausalLMEagle3 + safetensors)");
+  sub->add_option("--speculative-num-steps", f->tree.num_steps, "Draft tree depth (default 5)");
+  sub->add_option("--speculative-eagle-topk", f->tree.topk,
+                  "Children expanded per node; 1 drafts a chain (default 4)");
+  sub->add_option("--speculative-num-draft-tokens", f->tree.num_draft_tokens,
+                  "Tree nodes verified per step, root included (default 8)");
+}
+
+StatusOr<SpecOptions> ToSpecOptions(const SpecFlags& f) {
+  SpecOptions o;
+  ASSIGN_OR_RETURN(o.algorithm, ParseSpecAlgorithm(f.algorithm));
+  o.tree = f.tree;
+  RETURN_IF_ERROR(o.tree.Validate());
+  if (o.algorithm == SpecAlgorithm::kEagle3 && f.draft_model.empty())
+    return InvalidArgumentError("--speculative-algorithm EAGLE3 needs --draft-model PATH");
+  return o;
+}
+
+std::string ResolveModelPath(const EngineFlags& f) {
+  if (!f.model.empty()) return f.model;
+  if (const char* env = std::getenv("SPECD_MODEL"); env && *env) return env;
+  return SPECD_DEFAULT_MODEL;
+}
+
+RunnerOptions ToRunnerOptions(const EngineFlags& f) {
+  RunnerOptions o;
+  o.model_path = ResolveModelPath(f);
+  o.load.use_mmap = !f.no_mmap;
+  int cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  o.threads = f.threads > 0 ? f.threads : std::max(1, cores / std::max(1, f.tp));
+  o.kv_cache_tokens = f.kv_cache_tokens;
+  o.transformer.fuse_allreduce_norm = !f.no_fuse_allreduce_norm;
+  return o;
+}
+
+}  // namespace specd::app

@@ -1,0 +1,34 @@
+// Flags shared by the subcommands that load a model (generate, serve, bench).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "runtime/model_runner.h"
+#include "runtime/spec_generate.h"
+
+namespace specd::app {
+
+struct EngineFlags {
+  std::string model;
+  int threads = 0;  // 0: all cores / tp
+  bool no_mmap = false;
+  int kv_cache_tokens = 0;
+  bool no_fuse_allreduce_norm = false;
+  int tp = 1;
+};
+
+struct SpecFlags {
+  std::string algorithm = "NONE";
+  std::string draft_model;
+  TreeParams tree;
+};
+
+void AddEngineFlags(CLI::App* sub, EngineFlags* f);
+void AddSpecFlags(CLI::App* sub, SpecFlags* f);
+StatusOr<SpecOptions> ToSpecOptions(const SpecFlags& f);
+// The model path: --model, else $SPECD_MODEL, else the embedded demo model.
+std::string ResolveModelPath(const EngineFlags& f);
+RunnerOptions ToRunnerOptions(const EngineFlags& f);
+
+}  // namespace specd::app
