@@ -207,6 +207,31 @@ class Llama(nn.Module):
         logits = F.linear(self.norm(x), self.embed_tokens.weight)
         return logits, aux
 
+    @torch.no_grad()
+    def forward_cached(self, ids, pos0, cache, capture=()):
+        """Incremental forward with a KV cache (decoding). ids: [B, T] at positions pos0..pos0+T-1; cache: a list
+        (one entry per layer) of (k, v) [B, n_kv, pos0, head_dim] or None when pos0 == 0; extended in place.
+        Returns (logits [B, T, V], aux as in forward)."""
+        T = ids.shape[1]
+        cos, sin = rope_cos_sin(torch.arange(pos0, pos0 + T), self.cfg.head_dim, self.cfg.rope_theta)
+        mask = torch.cat([torch.zeros(T, pos0), causal_mask(T)], dim=1)
+        x = self.embed_tokens(ids)
+        aux = {}
+        for i, layer in enumerate(self.layers):
+            if i in capture:
+                aux[i] = x
+            h = layer.input_layernorm(x)
+            q, k, v = layer.self_attn.qkv(h, cos, sin)
+            if cache[i] is not None:
+                k = torch.cat([cache[i][0], k], dim=2)
+                v = torch.cat([cache[i][1], v], dim=2)
+            cache[i] = (k, v)
+            x = x + layer.self_attn.out(attention(q, k, v, mask))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        if self.cfg.num_hidden_layers in capture:
+            aux[self.cfg.num_hidden_layers] = x
+        return F.linear(self.norm(x), self.embed_tokens.weight), aux
+
     def hf_state_dict(self):
         """Tensors under Hugging Face LlamaForCausalLM names; lm_head.weight written as an explicit copy."""
         out = {"model.embed_tokens.weight": self.embed_tokens.weight}
