@@ -1,0 +1,422 @@
+#include "diagnose/analyzer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "base/failure_signature.h"
+
+namespace specd::diagnose {
+namespace {
+
+constexpr uint64_t kAbsorbWindowLines = 64;
+constexpr size_t kMaxEvidence = 10;
+constexpr size_t kMaxEvidenceText = 400;
+
+bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool EndsWith(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+bool Contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
+
+std::string Cap(std::string_view s, size_t n) {
+  if (s.size() <= n) return std::string(s);
+  return std::string(s.substr(0, n)) + "...";
+}
+
+std::string_view TrimRight(std::string_view s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Words that make an unstamped line worth a closer look. Lines with a level
+// stamp are judged by their level instead, so this runs only on raw output.
+bool HasErrorKeyword(std::string_view c) {
+  static constexpr std::string_view kWords[] = {
+      "rror",  // Error, error
+      "Killed", "SIGKILL", "signal 9", "exit code", "exitcode", "out of memory",
+      "Address already in use", "sigquit", "closing signal", "Segmentation fault",
+      "core dumped", "no kernel image", "Watchdog caught", "never arrived", "FATAL", "Fatal",
+      "Exception"};
+  for (std::string_view w : kWords) {
+    if (c.find(w) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+bool ExceptionLikeType(std::string_view type) {
+  return Contains(type, "Error") || Contains(type, "Exception") || EndsWith(type, "Exit") ||
+         Contains(type, "Interrupt") || EndsWith(type, "Failure");
+}
+
+// A rank named in a message: "local_rank: 3", "[Rank 3]", "rank=3", "rank 3".
+int RankFromMessage(std::string_view m) {
+  for (std::string_view key : {"local_rank: ", "local_rank=", "[Rank ", "Rank ", "rank=", "rank "}) {
+    size_t p = m.find(key);
+    if (p == std::string_view::npos) continue;
+    size_t i = p + key.size();
+    if (i >= m.size() || !std::isdigit(static_cast<unsigned char>(m[i]))) continue;
+    int v = 0;
+    while (i < m.size() && std::isdigit(static_cast<unsigned char>(m[i])) && v < 1000000) {
+      v = v * 10 + (m[i++] - '0');
+    }
+    return v;
+  }
+  return -1;
+}
+
+// Splits "NotFound: rest" into the status code and the rest when the line
+// starts with one of specd's status code names.
+void SplitStatusCode(std::string_view msg, std::string* type, std::string* message) {
+  static constexpr std::string_view kCodes[] = {
+      "InvalidArgument", "NotFound", "Corruption", "Unsupported", "IoError", "OutOfRange",
+      "DeadlineExceeded", "Unavailable", "ResourceExhausted", "Cancelled", "Internal"};
+  for (std::string_view code : kCodes) {
+    if (StartsWith(msg, code) && msg.size() > code.size() + 1 && msg[code.size()] == ':') {
+      *type = std::string(code);
+      std::string_view rest = msg.substr(code.size() + 1);
+      if (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+      *message = Cap(rest, 2048);
+      return;
+    }
+  }
+  type->clear();
+  *message = Cap(msg, 2048);
+}
+
+}  // namespace
+
+struct Analyzer::Stream {
+  std::string label;
+  int rank = -1;
+  TracebackParser parser;
+  double last_ts = 0;
+  bool has_ts = false;
+  uint64_t lines = 0;
+  bool has_pending = false;  // an error line that a following traceback may absorb
+  Candidate pending;
+  uint64_t pending_at = 0;
+};
+
+bool AnalysisResult::LooksReversed() const {
+  if (reversed_evidence > forward_evidence) return true;
+  return forward_evidence == 0 && reversed_evidence == 0 && ts_decreases >= 3 &&
+         ts_decreases > 2 * ts_increases;
+}
+
+std::string FailureGroupKey(std::string_view type, std::string_view message) {
+  std::string key(type);
+  key += ": ";
+  message = message.substr(0, 240);
+  static constexpr std::string_view kNumberNames[] = {"rank", "Rank", "RANK", "pid", "PID",
+                                                      "cuda:", "TP", "device", "GPU", "gpu"};
+  for (size_t i = 0; i < message.size();) {
+    char c = message[i];
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      size_t start = i;
+      while (i < message.size() && std::isdigit(static_cast<unsigned char>(message[i]))) ++i;
+      // Look back over a separator (" ", "=", ": ", "_") for a name that makes it an id.
+      size_t b = start;
+      while (b > 0 && b + 3 > start && (message[b - 1] == ' ' || message[b - 1] == '=' ||
+                                        message[b - 1] == ':' || message[b - 1] == '_')) {
+        --b;
+      }
+      bool id = false;
+      for (std::string_view n : kNumberNames) {
+        if (b >= n.size() && message.substr(b - n.size(), n.size()) == n) id = true;
+      }
+      if (id) {
+        key += '#';
+      } else {
+        key.append(message.substr(start, i - start));
+      }
+      continue;
+    }
+    key += c;
+    ++i;
+  }
+  return key;
+}
+
+Analyzer::Analyzer(int source, std::string default_process)
+    : source_(source), default_process_(std::move(default_process)) {}
+
+Analyzer::~Analyzer() = default;
+
+Analyzer::Stream* Analyzer::GetStream(const std::string& label, int rank) {
+  auto it = streams_.find(label);
+  if (it == streams_.end()) {
+    std::string key = label;
+    if (streams_.size() >= kMaxStreams) {
+      key = "(other processes)";
+      it = streams_.find(key);
+    }
+    if (it == streams_.end()) {
+      auto s = std::make_unique<Stream>();
+      s->label = key.empty() ? default_process_ : key;
+      it = streams_.emplace(key, std::move(s)).first;
+    }
+  }
+  Stream* s = it->second.get();
+  if (rank >= 0 && s->rank < 0) s->rank = rank;
+  return s;
+}
+
+void Analyzer::AddLine(std::string_view line, uint64_t line_no) {
+  if (!line.empty() && line.front() == '{' && StartsWith(line, "{\"ts\"")) {
+    HandleSpecdJson(line, line_no);
+    return;
+  }
+  ParseLinePrefix(line, &prefix_);
+  Stream* s = GetStream(prefix_.label, prefix_.rank);
+  // Multi-line records often carry the process label on their first line only
+  // ("[... TP3] Scheduler hit an exception: Traceback ..." then bare frames):
+  // bare lines continue the labelled stream's open traceback.
+  if (sticky_ != nullptr && sticky_ != s && !s->parser.open() && sticky_->parser.open() &&
+      (prefix_.label.empty() ||
+       (sticky_->label.size() > prefix_.label.size() && StartsWith(sticky_->label, prefix_.label) &&
+        sticky_->label[prefix_.label.size()] == '/'))) {
+    s = sticky_;
+  }
+  double ts = 0;
+  bool has_ts = false;
+  if (prefix_.has_ts) {
+    if (s->has_ts) {
+      if (prefix_.ts < s->last_ts) ++result_.ts_decreases;
+      else if (prefix_.ts > s->last_ts) ++result_.ts_increases;
+    }
+    s->last_ts = last_ts_ = ts = prefix_.ts;
+    s->has_ts = has_ts_ = has_ts = true;
+  } else if (s->has_ts) {
+    ts = s->last_ts;
+    has_ts = true;
+  } else if (has_ts_) {
+    ts = last_ts_;
+    has_ts = true;
+  }
+  ++s->lines;
+  if (s->has_pending && s->lines - s->pending_at > kAbsorbWindowLines) {
+    s->has_pending = false;
+    Commit(std::move(s->pending));
+  }
+  if (prefix_.specd) {
+    if (prefix_.level >= Level::kError) HandleSpecdText(s, prefix_, line, line_no, ts, has_ts);
+    return;  // specd lines never belong to a Python traceback
+  }
+  StreamLine l{prefix_.content, line, source_, line_no, ts, has_ts, prefix_.level};
+  emitted_.clear();
+  bool consumed = s->parser.Feed(l, &emitted_);
+  if (s->parser.open() && !s->label.empty() && s->label != default_process_) sticky_ = s;
+  for (Candidate& c : emitted_) {
+    Classify(&c, s);
+    Offer(s, std::move(c));
+  }
+  if (!consumed) MaybeErrorLine(s, l);
+}
+
+void Analyzer::HandleSpecdJson(std::string_view line, uint64_t line_no) {
+  if (!Contains(line, "\"level\":\"error\"")) return;  // only errors matter; skip the parse
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return;
+  auto str = [&](const char* k) -> std::string {
+    auto it = j.find(k);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  int rank = -1;
+  if (auto it = j.find("rank"); it != j.end() && it->is_number_integer()) rank = it->get<int>();
+  std::string label = rank >= 0 ? "rank" + std::to_string(rank) : std::string();
+  Stream* s = GetStream(label, rank);
+  double ts = 0;
+  std::string ts_text = str("ts");
+  bool has_ts = ParseIsoTimestamp(ts_text, &ts) > 0;
+  if (has_ts) {
+    s->last_ts = last_ts_ = ts;
+    s->has_ts = has_ts_ = true;
+  }
+  ++s->lines;
+  Candidate c;
+  c.kind = CandidateKind::kSpecdError;
+  SplitStatusCode(str("msg"), &c.type, &c.message);
+  c.stage = str("stage");
+  c.hint = str("hint");
+  c.ts = ts;
+  c.has_ts = has_ts;
+  c.source = source_;
+  c.line = line_no;
+  c.evidence.push_back(Evidence{source_, line_no, Cap(line, kMaxEvidenceText)});
+  Classify(&c, s);
+  Offer(s, std::move(c));
+}
+
+void Analyzer::HandleSpecdText(Stream* s, const LinePrefix& p, std::string_view line,
+                               uint64_t line_no, double ts, bool has_ts) {
+  std::string_view msg = TrimRight(p.content);
+  Candidate c;
+  c.kind = CandidateKind::kSpecdError;
+  // "... (hint: text)" at the end of the line.
+  if (EndsWith(msg, ")")) {
+    size_t h = msg.rfind(" (hint: ");
+    if (h != std::string_view::npos) {
+      c.hint = Cap(msg.substr(h + 8, msg.size() - h - 9), 1024);
+      msg = msg.substr(0, h);
+    }
+  }
+  SplitStatusCode(msg, &c.type, &c.message);
+  c.stage = std::string(p.stage);
+  c.ts = ts;
+  c.has_ts = has_ts;
+  c.source = source_;
+  c.line = line_no;
+  c.evidence.push_back(Evidence{source_, line_no, Cap(line, kMaxEvidenceText)});
+  Classify(&c, s);
+  Offer(s, std::move(c));
+}
+
+void Analyzer::MaybeErrorLine(Stream* s, const StreamLine& l) {
+  if (l.level == Level::kDebug || l.level == Level::kInfo || l.level == Level::kWarn) return;
+  std::string_view c = TrimRight(l.content);
+  while (!c.empty() && (c.front() == ' ' || c.front() == '\t')) c.remove_prefix(1);
+  if (c.empty()) return;
+  std::string_view type, msg;
+  bool exc = ParseExceptionLine(c, &type, &msg) && ExceptionLikeType(type);
+  if (l.level < Level::kError && !exc && !HasErrorKeyword(c)) return;
+  Candidate cand;
+  cand.kind = CandidateKind::kErrorLine;
+  if (exc) {
+    cand.type = Cap(type, 256);
+    cand.message = Cap(msg, 2048);
+  } else {
+    cand.message = Cap(c, 2048);
+  }
+  cand.ts = l.ts;
+  cand.has_ts = l.has_ts;
+  cand.source = l.source;
+  cand.line = l.line;
+  cand.evidence.push_back(Evidence{l.source, l.line, Cap(l.raw, kMaxEvidenceText)});
+  Classify(&cand, s);
+  if (cand.rank < 0) {
+    cand.rank = RankFromMessage(c);
+    if (cand.rank >= 0 && cand.process.empty()) cand.process = "rank" + std::to_string(cand.rank);
+  }
+  Offer(s, std::move(cand));
+}
+
+void Analyzer::Classify(Candidate* c, const Stream* s) {
+  c->process = s->label;
+  if (c->rank < 0) c->rank = s->rank;
+  if (c->truncated && c->type.empty() && c->message.empty()) {
+    c->message = "traceback cut off before its exception line";
+  }
+  FailureText ft{c->type, c->message, c->details, c->context};
+  const FailureSignature* sig = MatchFailureSignature(ft);
+  c->signature = sig != nullptr ? std::string(sig->name) : std::string();
+  c->consequence = IsConsequence(ft);
+  if (c->consequence || (sig != nullptr && sig->name == "collective_timeout")) {
+    c->missing_ranks = FindMissingRanks(c->message + " " + c->details);
+  }
+  switch (c->kind) {
+    case CandidateKind::kTraceback:
+      c->tier = c->consequence                      ? kTierConsequence
+                : c->truncated && c->type.empty()   ? kTierGeneric
+                                                    : kTierCause;
+      break;
+    case CandidateKind::kSpecdError:
+      c->tier = c->consequence ? kTierConsequence : kTierCause;
+      break;
+    case CandidateKind::kErrorLine:
+      c->tier = c->consequence ? kTierConsequence : sig != nullptr ? kTierCause : kTierGeneric;
+      break;
+    case CandidateKind::kLoggedError:
+      c->tier = !c->type.empty() || Contains(c->message, "rror") || Contains(c->message, "xception") ||
+                        Contains(c->message, "ail")
+                    ? kTierLogged
+                    : kTierWeak;
+      break;
+  }
+}
+
+void Analyzer::Offer(Stream* s, Candidate c) {
+  if (c.kind == CandidateKind::kErrorLine) {
+    if (s->has_pending) Commit(std::move(s->pending));
+    s->pending = std::move(c);
+    s->has_pending = true;
+    s->pending_at = s->lines;
+    return;
+  }
+  if (c.kind == CandidateKind::kTraceback && s->has_pending) {
+    Candidate& p = s->pending;
+    bool near = s->lines - s->pending_at <= kAbsorbWindowLines;
+    bool same_kind = c.consequence == p.consequence &&
+                     (c.consequence || p.tier == kTierGeneric || p.signature == c.signature);
+    if (near && same_kind) {
+      // The line announced this traceback ("Error in model execution ..."):
+      // keep it as evidence of the traceback instead of as a failure of its own.
+      std::vector<Evidence> ev = std::move(p.evidence);
+      for (Evidence& e : c.evidence) {
+        if (ev.size() < kMaxEvidence) ev.push_back(std::move(e));
+      }
+      c.evidence = std::move(ev);
+      c.missing_ranks.insert(c.missing_ranks.end(), p.missing_ranks.begin(), p.missing_ranks.end());
+      if (p.has_ts && (!c.has_ts || p.ts < c.ts)) {
+        c.ts = p.ts;
+        c.has_ts = true;
+      }
+    } else {
+      Commit(std::move(p));
+    }
+    s->has_pending = false;
+  }
+  Commit(std::move(c));
+}
+
+void Analyzer::Commit(Candidate c) {
+  c.order = ++order_;
+  if (c.tier <= kTierLogged && c.tier != kTierWeak) {
+    std::string key = FailureGroupKey(c.type, c.message);
+    auto it = result_.groups.find(key);
+    if (it == result_.groups.end() && result_.groups.size() < kMaxGroups) {
+      it = result_.groups.emplace(key, FailureGroup{}).first;
+    }
+    if (it != result_.groups.end()) {
+      ++it->second.count;
+      if (it->second.processes.size() < kMaxGroupProcesses) {
+        it->second.processes.insert(c.process.empty() ? "(unlabelled)" : c.process);
+      }
+    }
+  }
+  for (int r : c.missing_ranks) result_.missing_ranks.insert(r);
+  ++result_.tier_counts[c.tier];
+  std::vector<Candidate>& v = result_.tiers[c.tier];
+  if (v.size() < kMaxPerTier) {
+    v.push_back(std::move(c));
+    return;
+  }
+  // Full: keep the earliest by time stamp.
+  if (!c.has_ts) return;
+  auto latest = std::max_element(v.begin(), v.end(), [](const Candidate& a, const Candidate& b) {
+    return (a.has_ts ? a.ts : -1e300) < (b.has_ts ? b.ts : -1e300);
+  });
+  if (latest->has_ts && c.ts < latest->ts) *latest = std::move(c);
+}
+
+AnalysisResult Analyzer::Finish() {
+  for (auto& [key, s] : streams_) {
+    emitted_.clear();
+    s->parser.Finish(&emitted_);
+    for (Candidate& c : emitted_) {
+      Classify(&c, s.get());
+      Offer(s.get(), std::move(c));
+    }
+    if (s->has_pending) {
+      s->has_pending = false;
+      Commit(std::move(s->pending));
+    }
+    result_.noise_blocks += s->parser.noise_blocks();
+    result_.forward_evidence += s->parser.forward_evidence();
+    result_.reversed_evidence += s->parser.reversed_evidence();
+  }
+  result_.streams = streams_.size();
+  return std::move(result_);
+}
+
+}  // namespace specd::diagnose

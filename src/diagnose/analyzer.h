@@ -1,0 +1,86 @@
+// Reads one input's lines in order, demultiplexes them into per-process
+// streams by their labels ("[TP3]", "(RayWorker pid=1)", "vllm-1  | "), runs a
+// TracebackParser per stream, recognises specd's own text/JSON log lines and
+// plain error lines, and classifies every failure (tier, signature,
+// consequence). Memory is bounded by kMaxStreams streams and kMaxPerTier kept
+// candidates per tier, whatever the input size.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "diagnose/candidate.h"
+#include "diagnose/line_prefix.h"
+#include "diagnose/traceback_parser.h"
+
+namespace specd::diagnose {
+
+// The processes that failed with one (type, normalised message).
+struct FailureGroup {
+  std::set<std::string> processes;  // at most kMaxGroupProcesses kept
+  uint64_t count = 0;               // failures, including beyond the kept set
+};
+
+// Everything one input contributed; inputs are merged by Diagnose().
+struct AnalysisResult {
+  std::vector<Candidate> tiers[kNumTiers];
+  uint64_t tier_counts[kNumTiers] = {};
+  std::map<std::string, FailureGroup> groups;
+  std::set<int> missing_ranks;
+  uint64_t streams = 0;
+  uint64_t noise_blocks = 0;
+  // Order evidence (see TracebackParser) plus time stamps going backwards.
+  uint64_t forward_evidence = 0, reversed_evidence = 0;
+  uint64_t ts_increases = 0, ts_decreases = 0;
+  bool LooksReversed() const;
+};
+
+// Grouping key for "failed the same way": the type plus the message with the
+// numbers that name a rank, pid, device or time replaced by '#'.
+std::string FailureGroupKey(std::string_view type, std::string_view message);
+
+class Analyzer {
+ public:
+  static constexpr size_t kMaxStreams = 1024;
+  static constexpr size_t kMaxPerTier = 256;
+  static constexpr size_t kMaxGroups = 4096;
+  static constexpr size_t kMaxGroupProcesses = 1024;
+
+  // `source` indexes the input; `default_process` labels lines that carry no
+  // process label (e.g. the file name when several files are given; may be empty).
+  Analyzer(int source, std::string default_process);
+  ~Analyzer();
+
+  void AddLine(std::string_view line, uint64_t line_no);
+  // Flushes open tracebacks and returns the result. Call once.
+  AnalysisResult Finish();
+
+ private:
+  struct Stream;
+  Stream* GetStream(const std::string& label, int rank);
+  void HandleSpecdJson(std::string_view line, uint64_t line_no);
+  void HandleSpecdText(Stream* s, const LinePrefix& p, std::string_view line, uint64_t line_no,
+                       double ts, bool has_ts);
+  void MaybeErrorLine(Stream* s, const StreamLine& l);
+  void Classify(Candidate* c, const Stream* s);
+  void Offer(Stream* s, Candidate c);
+  void Commit(Candidate c);
+
+  int source_;
+  std::string default_process_;
+  LinePrefix prefix_;
+  std::map<std::string, std::unique_ptr<Stream>, std::less<>> streams_;
+  Stream* sticky_ = nullptr;  // last labelled stream that opened a traceback
+  std::vector<Candidate> emitted_;
+  double last_ts_ = 0;
+  bool has_ts_ = false;
+  uint64_t order_ = 0;
+  AnalysisResult result_;
+};
+
+}  // namespace specd::diagnose
