@@ -49,16 +49,24 @@ const std::vector<float>& BigArray() {
   return a;
 }
 
+// Sum with 4 independent 8-float vector accumulators (GCC vector extension:
+// SSE on baseline x86-64, two 16-byte loads per cycle, far above DRAM
+// bandwidth), so the loop is limited by memory, not by add latency.
 float SumRange(const float* p, int64_t n) {
-  // 8 independent accumulators so the sum is limited by loads, not adds.
-  float acc[8] = {};
+  typedef float V8 __attribute__((vector_size(32)));
+  V8 acc[4] = {};
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) acc[j] += p[i + j];
+  for (; i + 32 <= n; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      V8 v;
+      std::memcpy(&v, p + i + 8 * j, sizeof(v));
+      acc[j] += v;
+    }
   }
-  for (; i < n; ++i) acc[0] += p[i];
+  V8 t = acc[0] + acc[1] + acc[2] + acc[3];
   float s = 0;
-  for (float a : acc) s += a;
+  for (int j = 0; j < 8; ++j) s += t[j];
+  for (; i < n; ++i) s += p[i];
   return s;
 }
 

@@ -29,6 +29,8 @@ struct ActScratch {
   std::vector<float> d;
   std::vector<int32_t> corr;
   std::vector<uint16_t> bf16;
+  std::vector<uint8_t> tiled_qs;
+  std::vector<float> tiled_d;
 };
 
 ActScratch& Scratch() {
@@ -82,8 +84,33 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   acts.d = s.d.data();
   acts.corr = corr_offset != 0 ? s.corr.data() : nullptr;
   cpu::QuantRowsFn fn = q4 ? table->q4_0 : table->q8_0;
+  cpu::QuantTiledRowsFn tiled_fn = q4 ? table->q4_0_tiled : table->q8_0_tiled;
+
+  // Tokens [0, n_tiled) go through the token-lane kernel (16-token tiles; a
+  // last partial tile only when it is big enough to beat the row kernel), the
+  // rest through the row kernel.
+  int n_tiled = 0;
+  cpu::TiledActs tiled;
+  if (tiled_fn != nullptr && n_tokens >= table->tiled_min_tokens) {
+    const int rem = n_tokens % cpu::kTileTokens;
+    n_tiled = rem >= table->tiled_min_tokens ? n_tokens : n_tokens - rem;
+    const int n_tiles = (n_tiled + cpu::kTileTokens - 1) / cpu::kTileTokens;
+    cpu::BuildTiledActs(acts, 0, n_tiles, &s.tiled_qs, &s.tiled_d, &tiled);
+  }
+  cpu::QuantizedActs rest = acts;
+  rest.n_tokens = n_tokens - n_tiled;
+  rest.qs += n_tiled * k;
+  rest.d += n_tiled * nb;
+  if (rest.corr != nullptr) rest.corr += n_tiled * nb * 8;
+  float* y_rest = y + n_tiled * n_out;
+
   RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
-    fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, acts, y + r0, n_out);
+    if (n_tiled > 0) {
+      tiled_fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, tiled, n_tiled, y + r0, n_out);
+    }
+    if (rest.n_tokens > 0) {
+      fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, rest, y_rest + r0, n_out);
+    }
   });
 }
 

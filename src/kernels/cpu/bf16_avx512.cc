@@ -30,11 +30,13 @@ template <int T>
 SPECD_BF16_TARGET void RowTile(const uint16_t* w, int64_t k, const uint16_t* xb, int64_t ldx,
                                int t0, float* y, int64_t ldy) {
   __m512 acc[T][2];
+  #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
   int64_t i = 0;
   int p = 0;
   for (; i + 32 <= k; i += 32, p ^= 1) {
     __m512i wv = _mm512_loadu_si512(w + i);
+    #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       __m512i xv = _mm512_loadu_si512(xb + (t0 + t) * ldx + i);
       acc[t][p] = _mm512_dpbf16_ps(acc[t][p], (__m512bh)wv, (__m512bh)xv);
@@ -43,11 +45,13 @@ SPECD_BF16_TARGET void RowTile(const uint16_t* w, int64_t k, const uint16_t* xb,
   if (i < k) {  // tail: masked loads read only the row's remaining elements
     __mmask32 m = static_cast<__mmask32>((1ull << (k - i)) - 1);
     __m512i wv = _mm512_maskz_loadu_epi16(m, w + i);
+    #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       __m512i xv = _mm512_maskz_loadu_epi16(m, xb + (t0 + t) * ldx + i);
       acc[t][p] = _mm512_dpbf16_ps(acc[t][p], (__m512bh)wv, (__m512bh)xv);
     }
   }
+  #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
     y[(t0 + t) * ldy] = ReduceAdd512(_mm512_add_ps(acc[t][0], acc[t][1]));
   }

@@ -65,13 +65,16 @@ HWY_INLINE void RowTile(const typename L::T* w, int64_t k, const float* x, int t
   const DF d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
   V acc0[T], acc1[T];
+  #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = hn::Zero(d);
   const float* xt[T];
+  #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) xt[t] = x + (t0 + t) * k;
   int64_t i = 0;
   for (; i + 2 * n <= k; i += 2 * n) {
     V w0 = L::template Load<V>(d, w + i);
     V w1 = L::template Load<V>(d, w + i + n);
+    #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       acc0[t] = hn::MulAdd(w0, hn::LoadU(d, xt[t] + i), acc0[t]);
       acc1[t] = hn::MulAdd(w1, hn::LoadU(d, xt[t] + i + n), acc1[t]);
@@ -79,8 +82,10 @@ HWY_INLINE void RowTile(const typename L::T* w, int64_t k, const float* x, int t
   }
   for (; i + n <= k; i += n) {
     V w0 = L::template Load<V>(d, w + i);
+    #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc0[t] = hn::MulAdd(w0, hn::LoadU(d, xt[t] + i), acc0[t]);
   }
+  #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
     float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0[t], acc1[t])));
     for (int64_t j = i; j < k; ++j) s += L::Scalar(w + j) * xt[t][j];

@@ -74,12 +74,26 @@ namespace avxvnni {
 QuantizeRowFn QuantizeRowAvx2Fn() { return QuantizeRowAvx2; }
 
 const QuantKernelTable* QuantKernelsAvx2() {
-  static const QuantKernelTable table = {QuantizeRowAvx2, avx2::RowsQ8, avx2::RowsQ4, 0, 8};
+  static const QuantKernelTable table = [] {
+    QuantKernelTable t;
+    t.quantize = QuantizeRowAvx2;
+    t.q8_0 = avx2::RowsQ8;
+    t.q4_0 = avx2::RowsQ4;
+    t.q4_0_corr_offset = 8;
+    return t;
+  }();
   return &table;
 }
 
 const QuantKernelTable* QuantKernelsAvxVnni() {
-  static const QuantKernelTable table = {QuantizeRowAvx2, avxvnni::RowsQ8, avxvnni::RowsQ4, 0, 8};
+  static const QuantKernelTable table = [] {
+    QuantKernelTable t;
+    t.quantize = QuantizeRowAvx2;
+    t.q8_0 = avxvnni::RowsQ8;
+    t.q4_0 = avxvnni::RowsQ4;
+    t.q4_0_corr_offset = 8;
+    return t;
+  }();
   return &table;
 }
 

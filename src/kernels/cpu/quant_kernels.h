@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "platform/cpu_features.h"
 
@@ -44,12 +45,39 @@ using QuantizeRowFn = void (*)(const float* x, int64_t k, int corr_offset, int8_
 using QuantRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows,
                              const QuantizedActs& a, float* y, int64_t ldy);
 
+// Token-lane layout for multi-token matmuls (verify, prefill): tokens are
+// grouped in tiles of kTileTokens, and each 512-bit vector holds the same 4
+// consecutive activations of all 16 tokens, stored as unsigned a + 128. One
+// vpdpbusd with the weight dword as its broadcast (signed) memory operand then
+// advances 16 token dot products: sum((a + 128) * w) = sum(a * w) + 128 * sum(w),
+// and the kernel cancels the excess with the weight block's sum. Padding
+// tokens in the last tile have a = 0 and d = 0.
+constexpr int kTileTokens = 16;
+struct TiledActs {
+  int n_tiles = 0;
+  int64_t nb = 0;
+  const uint8_t* qs = nullptr;  // (n_tiles, nb, 8 groups, 16 tokens, 4): a + 128
+  const float* d = nullptr;     // (n_tiles, nb, 16)
+};
+// Rearranges tokens [t0, t0 + n_tiles * 16) of `a` (tokens past a.n_tokens are
+// padding) into the tiled layout. Storage is sized by the callee.
+void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<uint8_t>* qs,
+                    std::vector<float>* d, TiledActs* out);
+// y[t * ldy + i] for i < n_rows and t < n_tokens (<= n_tiles * 16).
+using QuantTiledRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                  const TiledActs& a, int n_tokens, float* y, int64_t ldy);
+
 struct QuantKernelTable {
   QuantizeRowFn quantize = nullptr;
   QuantRowsFn q8_0 = nullptr;
   QuantRowsFn q4_0 = nullptr;
   int q8_0_corr_offset = 0;  // 0 or 128
   int q4_0_corr_offset = 0;  // 0 or 8
+  // Token-lane kernels (null when the path has none) and the smallest token
+  // count for which they beat the row kernels above.
+  QuantTiledRowsFn q8_0_tiled = nullptr;
+  QuantTiledRowsFn q4_0_tiled = nullptr;
+  int tiled_min_tokens = 0;
 };
 
 // The table for `isa`, or null when this build has no such path (non-x86).

@@ -60,9 +60,43 @@ void RowsScalar(const uint8_t* w, size_t row_bytes, int64_t n_rows, const Quanti
 }  // namespace
 
 const QuantKernelTable* QuantKernelsScalar() {
-  static const QuantKernelTable table = {QuantizeRowScalar, RowsScalar<BlockQ8_0>,
-                                         RowsScalar<BlockQ4_0>, 0, 0};
+  static const QuantKernelTable table = [] {
+    QuantKernelTable t;
+    t.quantize = QuantizeRowScalar;
+    t.q8_0 = RowsScalar<BlockQ8_0>;
+    t.q4_0 = RowsScalar<BlockQ4_0>;
+    return t;
+  }();
   return &table;
+}
+
+void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<uint8_t>* qs,
+                    std::vector<float>* d, TiledActs* out) {
+  const int64_t nb = a.nb;
+  qs->assign(static_cast<size_t>(n_tiles * nb * 8 * kTileTokens * 4), 0x80);
+  d->assign(static_cast<size_t>(n_tiles * nb * kTileTokens), 0.f);
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    for (int lane = 0; lane < kTileTokens; ++lane) {
+      const int t = t0 + tile * kTileTokens + lane;
+      if (t >= a.n_tokens) break;
+      const int8_t* src = a.qs + t * a.k;
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t tb = tile * nb + b;
+        uint8_t* dst = qs->data() + tb * 8 * kTileTokens * 4 + lane * 4;
+        for (int g = 0; g < 8; ++g) {
+          for (int j = 0; j < 4; ++j) {
+            dst[g * kTileTokens * 4 + j] =
+                static_cast<uint8_t>(src[b * kQuantBlock + 4 * g + j] + 128);
+          }
+        }
+        (*d)[tb * kTileTokens + lane] = a.d[t * nb + b];
+      }
+    }
+  }
+  out->n_tiles = n_tiles;
+  out->nb = nb;
+  out->qs = qs->data();
+  out->d = d->data();
 }
 
 const QuantKernelTable* GetQuantKernels(QuantDotIsa isa) {
