@@ -30,7 +30,7 @@ import torch.nn.functional as F
 import bpe
 import data
 from model import Eagle3Head, LlamaConfig, attention, causal_mask, load_safetensors, rope_cos_sin
-from train_eagle3 import load_target, sample_continuations
+from train_eagle3 import load_target, sample_continuations, unroll
 
 
 def load_head(path, tcfg):
@@ -62,25 +62,41 @@ class DraftChain:
         self.k, self.v = k, v                                            # [1, n_kv, n, hd]
         self.out = head.midlayer_finish(residual, attention(q, k, v, causal_mask(n)))  # [1, n, H]
 
-    def propose(self, t, n_draft):
-        """Chain of n_draft target ids after anchor slot t (whose token is the root)."""
+    def propose(self, t, n_draft, forced=None, logits_out=None):
+        """Chain of n_draft target ids after anchor slot t (whose token is the root). `forced` replaces the drafted
+        tokens fed to the next steps (for checking against the batched unroll); logits_out collects the logits."""
         head = self.head
         ks, vs = self.k[:, :, :t + 1], self.v[:, :, :t + 1]
         hidden = self.out[:, t:t + 1]
-        tok = self.d2t_map(head.logits(hidden)[0, -1].argmax())
-        chain = [tok]
-        for k in range(1, n_draft):
-            cos, sin = rope_cos_sin(torch.tensor([t + k]), head.cfg.head_dim, head.cfg.rope_theta)
-            residual, q, kk, vv = head.midlayer_qkv(self.embed(torch.tensor([[tok]])), hidden, cos, sin)
-            ks, vs = torch.cat([ks, kk], dim=2), torch.cat([vs, vv], dim=2)
-            hidden = head.midlayer_finish(residual, attention(q, ks, vs, torch.zeros(1, ks.shape[2])))
-            tok = self.d2t_map(head.logits(hidden)[0, -1].argmax())
-            chain.append(tok)
+        chain = []
+        for k in range(n_draft):
+            if k > 0:
+                cos, sin = rope_cos_sin(torch.tensor([t + k]), head.cfg.head_dim, head.cfg.rope_theta)
+                u = forced[k - 1] if forced is not None else chain[-1]
+                residual, q, kk, vv = head.midlayer_qkv(self.embed(torch.tensor([[u]])), hidden, cos, sin)
+                ks, vs = torch.cat([ks, kk], dim=2), torch.cat([vs, vv], dim=2)
+                hidden = head.midlayer_finish(residual, attention(q, ks, vs, torch.zeros(1, ks.shape[2])))
+            lg = head.logits(hidden)[0, -1]
+            if logits_out is not None:
+                logits_out.append(lg)
+            d = int(lg.argmax())
+            chain.append(d + int(self.d2t[d]))
         return chain
 
-    def d2t_map(self, d):
-        d = int(d)
-        return d + int(self.d2t[d])
+
+
+def check_unroll(head, embed, d2t, seq, aux_cat, steps=5):
+    """Max |logit difference| between train_eagle3.unroll (batched training-time test) and the step-by-step chain
+    fed the same ground-truth tokens, over every anchor of one sequence: the two must compute the same thing."""
+    outs = unroll(head, embed, seq[None], aux_cat[None], steps)
+    chain = DraftChain(head, embed, d2t, seq, aux_cat)
+    worst = 0.0
+    for t in range(outs[0].shape[1]):
+        got = []
+        chain.propose(t, steps, forced=[int(seq[t + 1 + k]) for k in range(1, steps)], logits_out=got)
+        for k in range(steps):
+            worst = max(worst, float((got[k] - outs[k][0, t]).abs().max()))
+    return worst
 
 
 def ngram_propose(hist, n_draft, max_ngram=4, min_ngram=1):
@@ -141,6 +157,7 @@ def main():
         # The cached generation and a full forward must agree on the greedy tokens (near-ties aside).
         agree = (logits[:, p_len - 1:-1].argmax(-1) == seqs[:, p_len:]).float().mean().item()
         aux_cat = torch.cat([aux[i] for i in aux_layers], dim=-1)
+        unroll_diff = check_unroll(head, target.embed_tokens, d2t, seqs[0], aux_cat[0], args.chain)
         tot = {"eagle3": [0, 0, 0], "ngram": [0, 0, 0]}
         hists = {"eagle3": 0, "ngram": 0}
         for b in range(seqs.shape[0]):
@@ -157,6 +174,7 @@ def main():
                 print("   greedy: %r" % tok.decode(seq[p_len:]))
     print("%d prompts x %d greedy tokens (cached vs full-forward greedy agreement %.4f), chain of %d draft tokens"
           % (seqs.shape[0], args.new_tokens, agree, args.chain))
+    print("batched training unroll vs step-by-step drafting: max |logit diff| %.2e" % unroll_diff)
     for name in ("eagle3", "ngram"):
         c, f, _ = tot[name]
         h = hists[name]

@@ -130,6 +130,15 @@ def sample_continuations(target, prompts, n_new, temperature, gen):
     return torch.cat(seq, dim=1)
 
 
+@torch.no_grad()
+def warm_start(head, target, draft_ids):
+    """norm and lm_head start as the target's final norm and its (tied) output rows of the draft vocabulary, so the
+    head's output hidden state lives in the target's output space from the first step. (fc is not started as a
+    pass-through of the high aux state: slot t must predict x[t+2], while the aux states at t encode x[t+1].)"""
+    head.norm.weight.copy_(target.norm.weight)
+    head.lm_head.weight.copy_(target.embed_tokens.weight[draft_ids])
+
+
 def export(head, cfg, tcfg, n_draft, aux_layers, d2t, t2d, out_dir, dtype):
     os.makedirs(out_dir, exist_ok=True)
     c = {
@@ -177,7 +186,7 @@ def main():
     ap.add_argument("--out", default="models/demo/eagle3")
     ap.add_argument("--minutes", type=float, default=30)
     ap.add_argument("--max-steps", type=int, default=100000)
-    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=6)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--steps", type=int, default=5, help="training-time-test unroll length")
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -207,6 +216,7 @@ def main():
     draft_ids, d2t, t2d = draft_vocab(tokens, tcfg.vocab_size, args.draft_vocab)
     cfg = LlamaConfig(**{**tcfg.__dict__, "num_hidden_layers": 1})
     head = Eagle3Head(cfg, tcfg.hidden_size, args.draft_vocab)
+    warm_start(head, target, draft_ids)
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     ckpt_path = os.path.join(args.work, "eagle3_ckpt.pt")
     step, elapsed_before = 0, 0.0
