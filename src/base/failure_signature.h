@@ -9,6 +9,7 @@
 // Thread-safe: everything here is stateless.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -48,6 +49,11 @@ bool IsConsequence(const FailureText& text);
 // "missing ranks: 2, 5", "rank 3 never arrived", "Rank 1 failed to pass
 // monitoredBarrier", "waiting for rank 4". Empty when the text names none.
 std::vector<int> FindMissingRanks(std::string_view text);
+
+// Grouping key for "failed the same way": the type plus the message with the
+// numbers that name a rank, pid or device replaced by '#', so "[Rank 3] ..."
+// and "[Rank 5] ..." group while "KeyError: 12" and "KeyError: 13" do not.
+std::string FailureGroupKey(std::string_view type, std::string_view message);
 
 // For a KeyError message ("12", "'120a'", "'sm_120'", "(12, 0)"): true when
 // the key looks like a GPU architecture or compute capability. Small integers

@@ -85,5 +85,13 @@ TEST(FailureSignatureTest, MissingRanks) {
   EXPECT_TRUE(FindMissingRanks("").empty());
 }
 
+TEST(FailureSignatureTest, GroupKeyIgnoresRankIdsOnly) {
+  EXPECT_EQ(FailureGroupKey("DistBackendError", "[Rank 3] Watchdog caught collective operation timeout"),
+            FailureGroupKey("DistBackendError", "[Rank 5] Watchdog caught collective operation timeout"));
+  EXPECT_EQ(FailureGroupKey("", "rank=1 failed on cuda:1"), FailureGroupKey("", "rank=2 failed on cuda:7"));
+  EXPECT_NE(FailureGroupKey("KeyError", "12"), FailureGroupKey("KeyError", "13"));
+  EXPECT_NE(FailureGroupKey("KeyError", "12"), FailureGroupKey("IndexError", "12"));
+}
+
 }  // namespace
 }  // namespace specd

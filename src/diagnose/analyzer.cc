@@ -104,40 +104,6 @@ bool AnalysisResult::LooksReversed() const {
          ts_decreases > 2 * ts_increases;
 }
 
-std::string FailureGroupKey(std::string_view type, std::string_view message) {
-  std::string key(type);
-  key += ": ";
-  message = message.substr(0, 240);
-  static constexpr std::string_view kNumberNames[] = {"rank", "Rank", "RANK", "pid", "PID",
-                                                      "cuda:", "TP", "device", "GPU", "gpu"};
-  for (size_t i = 0; i < message.size();) {
-    char c = message[i];
-    if (std::isdigit(static_cast<unsigned char>(c))) {
-      size_t start = i;
-      while (i < message.size() && std::isdigit(static_cast<unsigned char>(message[i]))) ++i;
-      // Look back over a separator (" ", "=", ": ", "_") for a name that makes it an id.
-      size_t b = start;
-      while (b > 0 && b + 3 > start && (message[b - 1] == ' ' || message[b - 1] == '=' ||
-                                        message[b - 1] == ':' || message[b - 1] == '_')) {
-        --b;
-      }
-      bool id = false;
-      for (std::string_view n : kNumberNames) {
-        if (b >= n.size() && message.substr(b - n.size(), n.size()) == n) id = true;
-      }
-      if (id) {
-        key += '#';
-      } else {
-        key.append(message.substr(start, i - start));
-      }
-      continue;
-    }
-    key += c;
-    ++i;
-  }
-  return key;
-}
-
 Analyzer::Analyzer(int source, std::string default_process)
     : source_(source), default_process_(std::move(default_process)) {}
 

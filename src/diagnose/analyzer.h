@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/failure_signature.h"
 #include "diagnose/candidate.h"
 #include "diagnose/line_prefix.h"
 #include "diagnose/traceback_parser.h"
@@ -39,10 +40,6 @@ struct AnalysisResult {
   uint64_t ts_increases = 0, ts_decreases = 0;
   bool LooksReversed() const;
 };
-
-// Grouping key for "failed the same way": the type plus the message with the
-// numbers that name a rank, pid, device or time replaced by '#'.
-std::string FailureGroupKey(std::string_view type, std::string_view message);
 
 class Analyzer {
  public:
