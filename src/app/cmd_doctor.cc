@@ -2,13 +2,31 @@
 
 #include <cstdio>
 
+#include "kernels/dispatch.h"
+#include "platform/cpu_features.h"
+#include "platform/registry_report.h"
+
 namespace specd::app {
+namespace {
+
+// CPU section: the probe's view of this machine and the path each kernel
+// family takes on it, with the reason (SPECD_KERNEL_ISA forces a path).
+void PrintCpuSection() {
+  std::printf("CPU\n%s", specd::DescribeCpu().c_str());
+  std::printf("Kernel paths (force with SPECD_KERNEL_ISA=scalar|avx2|avxvnni|avx512vnni)\n%s",
+              specd::DescribeKernelPaths().c_str());
+  std::printf("  float ops dispatch now to Highway target %s\n",
+              specd::kernels::ActiveFloatTarget());
+}
+
+}  // namespace
 
 void AddDoctorCommand(CLI::App& root, int* exit_code) {
   auto* sub = root.add_subcommand("doctor", "Print the detected hardware and the path each "
                                             "kernel family and collective will use, with why");
   sub->callback([exit_code] {
-    std::printf("specd doctor: hardware probe not yet built\n");
+    PrintCpuSection();
+    std::fputs(specd::DescribeCollectiveChoices().c_str(), stdout);
     *exit_code = 0;
   });
 }
