@@ -1,0 +1,131 @@
+// Continuous batching on rank 0.
+//
+// Clients Submit requests into a bounded queue from any thread; one engine
+// loop thread owns the Engine (and so every rank) and repeats a step:
+//   1. drop cancelled requests (their KV pages are freed at once);
+//   2. admit waiting requests while fewer than max_batch run and KV pages
+//      allow;
+//   3. plan one batch: every decoding sequence first (one token, or its whole
+//      draft tree with speculation), then prompt chunks of prefilling ones
+//      (at most prefill_chunk tokens each, max_step_tokens in all), so a long
+//      prompt never stalls the others' decoding;
+//   4. run one Engine::Forward over the batch; sample per sequence with its
+//      own SamplingParams and seeded Sampler (or verify and commit its tree);
+//   5. stream tokens to each request's RequestStream and retire finished
+//      sequences, freeing their KV pages.
+//
+// KV pages are budgeted on rank 0 before each Forward, so a step never runs
+// out of pages on any rank (a failed Reserve would end the worker ranks). When
+// the decoding sequences need more pages than are free, the most recently
+// admitted sequences are preempted: their KV is dropped and they go back to
+// the front of the queue with what they generated so far, to be re-prefilled
+// later (recompute, as vLLM does). A request never fails because of other
+// requests.
+//
+// Invariants of a running sequence (see Running in scheduler.cc):
+//  - history = prompt + generated tokens; the KV cache holds history[0, n_kv).
+//  - It is prefilling while n_kv < history.size() - 1; a step then feeds a
+//    chunk of history[n_kv, ...) and samples once the chunk reaches the end.
+//  - Otherwise it decodes: history.back() is the last sampled token, not yet
+//    in the KV cache (n_kv == history.size() - 1).
+//  - pages(seq) == ceil(n_kv / page_size) between steps.
+//
+// If a Forward fails (a rank died), every request gets an "error" finish, the
+// scheduler turns unhealthy and refuses new requests.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "runtime/engine.h"
+#include "runtime/scheduler_metrics.h"
+#include "runtime/scheduler_request.h"
+#include "runtime/spec_generate.h"
+#include "tokenizer/tokenizer.h"
+
+namespace specd {
+
+struct SchedulerOptions {
+  int max_batch = 16;          // concurrent sequences (--max-batch)
+  int max_queue = 256;         // waiting requests before Submit refuses (--max-queue)
+  int prefill_chunk = 256;     // most prompt tokens of one sequence per step
+  int max_step_tokens = 1024;  // tokens of one step, all sequences together
+  SpecOptions spec;            // kNone: plain decoding
+};
+
+class Scheduler {
+ public:
+  // `engine`, `tokenizer` and `head` must outlive the scheduler. tokenizer may
+  // be null (then requests cannot use stop strings); head is required for
+  // EAGLE3 and must have set the runner's capture layers.
+  Scheduler(Engine* engine, const Tokenizer* tokenizer, Eagle3Head* head,
+            const SchedulerOptions& options);
+  ~Scheduler();  // Stop(0)
+
+  // Validates the options and starts the engine loop thread.
+  Status Start();
+
+  // Thread-safe. Queues a request and returns its stream.
+  // InvalidArgument / OutOfRange: the request does not fit the model (message
+  // names the field); ResourceExhausted: the queue is full (retry later);
+  // Unavailable: stopping, or the engine failed.
+  StatusOr<std::shared_ptr<RequestStream>> Submit(ServeRequest request);
+
+  // Stops accepting requests, lets in-flight ones run for up to grace_s
+  // seconds, cancels the rest, and joins the engine loop. Idempotent.
+  void Stop(double grace_s);
+
+  // False once a step failed; failure() says why.
+  bool healthy() const;
+  Status failure() const;
+  const SchedulerMetrics& metrics() const { return metrics_; }
+  const SchedulerOptions& options() const { return options_; }
+  // Most tokens a prompt may have (context length - 1, and the KV capacity).
+  int max_prompt_tokens() const { return max_prompt_tokens_; }
+  int context_length() const { return engine_->config().max_seq_len; }
+
+ private:
+  struct Running;
+  struct Waiting {
+    ServeRequest request;
+    std::shared_ptr<RequestStream> stream;
+    double submitted_s = 0;
+    std::unique_ptr<Running> resumed;  // set when preempted
+  };
+
+  void Loop();
+  // One engine step; false when nothing was runnable (the loop then waits).
+  bool Step();
+  void Admit();
+  Status RunBatch();
+  void Preempt(size_t index);
+  void Finish(Running& r, const std::string& reason, const Status& error = Status::Ok());
+  void EmitTokens(Running& r, const std::vector<int32_t>& tokens, const float* logits,
+                  const std::vector<int>& logit_rows, double now);
+  void FailAll(const Status& s);
+  void PublishGauges();
+
+  Engine* engine_;
+  const Tokenizer* tokenizer_;
+  Eagle3Head* head_;
+  SchedulerOptions options_;
+  int max_prompt_tokens_ = 0;
+  SchedulerMetrics metrics_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Waiting> waiting_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;        // GUARDED_BY(mu_)
+  bool cancel_all_ = false;      // GUARDED_BY(mu_)
+  Status failure_;               // GUARDED_BY(mu_)
+  std::thread thread_;
+
+  // Engine loop thread only.
+  std::vector<std::unique_ptr<Running>> running_;  // in admission order
+  ForwardOutput out_;
+};
+
+}  // namespace specd

@@ -1,0 +1,58 @@
+// Counters and histograms the engine loop updates and /metrics reads.
+// Thread-safe: counters are atomics, histograms take a short lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace specd {
+
+// A Prometheus-style histogram: cumulative counts per upper bound.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void Observe(double v);
+
+  struct Snapshot {
+    std::vector<double> upper_bounds;
+    std::vector<uint64_t> cumulative;  // (upper_bounds.size()): observations <= bound
+    uint64_t count = 0;                // all observations (the +Inf bucket)
+    double sum = 0;
+  };
+  Snapshot Get() const;
+
+ private:
+  const std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> counts_;  // GUARDED_BY(mu_): per bucket, not cumulative
+  uint64_t count_ = 0;            // GUARDED_BY(mu_)
+  double sum_ = 0;                // GUARDED_BY(mu_)
+};
+
+struct SchedulerMetrics {
+  SchedulerMetrics();
+
+  std::atomic<int64_t> prompt_tokens{0};      // prompt tokens of admitted requests
+  std::atomic<int64_t> generation_tokens{0};  // tokens generated
+  std::atomic<int64_t> finished_stop{0}, finished_length{0}, finished_cancelled{0},
+      finished_error{0};
+  std::atomic<int64_t> preemptions{0};
+  std::atomic<int64_t> steps{0};
+  std::atomic<int> queue_depth{0};  // waiting, not yet admitted
+  std::atomic<int> running{0};      // admitted, holding a KV sequence
+  std::atomic<int> kv_used_pages{0};
+  std::atomic<int> kv_total_pages{0};
+  std::atomic<double> comm_seconds{0};  // Communicator::comm_seconds() of rank 0
+
+  // Seconds from submission to the first token.
+  Histogram ttft;
+  // Seconds between consecutive tokens of one request; when one step emits k
+  // tokens (speculation), each gets 1/k of the interval.
+  Histogram itl;
+  // Tokens committed per verify step of one sequence (speculation only).
+  Histogram accept_length;
+};
+
+}  // namespace specd

@@ -1,0 +1,84 @@
+// What a client hands the scheduler (ServeRequest) and the channel through
+// which the request's output travels back (RequestStream).
+//
+// The engine loop never blocks on a client: it appends to the stream's
+// pending delta under a short lock; the client's thread takes everything
+// pending at once (several engine steps coalesce when the client is slow).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "sampling/sampler.h"
+
+namespace specd {
+
+struct ServeRequest {
+  std::vector<int32_t> prompt;  // token ids, at least one
+  int max_tokens = 16;          // > 0; the context length caps it further
+  SamplingParams sampling;
+  std::vector<int32_t> stop_ids;          // generation ends after emitting one
+  std::vector<std::string> stop_strings;  // matched on decoded text, not returned
+  // -1: no logprobs. k >= 0: each token's log-probability under the model's
+  // raw (temperature 1, unfiltered) distribution plus the k most likely.
+  int logprobs = -1;
+};
+
+struct TopLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+};
+
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+  std::vector<TopLogprob> top;  // most likely first
+};
+
+// Output that became available since the client last looked.
+struct OutputDelta {
+  std::string text;                   // complete UTF-8, stop strings removed
+  std::vector<int32_t> token_ids;     // tokens decided since last time
+  std::vector<TokenLogprob> logprobs; // one per token when requested
+  bool finished = false;
+  // Set when finished: "stop" (stop id or string), "length" (max_tokens or
+  // context), "cancelled" (client or shutdown), "error" (see `error`).
+  std::string finish_reason;
+  Status error;
+  int prompt_tokens = 0;
+  int completion_tokens = 0;  // every token generated, stop token included
+};
+
+// Shared by the client's thread and the engine loop. Thread-safe.
+class RequestStream {
+ public:
+  explicit RequestStream(int prompt_tokens) : prompt_tokens_(prompt_tokens) {}
+
+  // Client side. Waits up to `timeout_s` for new output; false if nothing
+  // arrived. After a delta with finished = true, returns false forever.
+  bool Next(OutputDelta* out, double timeout_s);
+  // Asks the engine loop to drop the request at the next step boundary
+  // (its KV pages are freed then); the stream then finishes "cancelled".
+  void Cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
+  // Engine side. Appends to the pending delta and wakes the client.
+  void Push(const OutputDelta& d);
+  int prompt_tokens() const { return prompt_tokens_; }
+
+ private:
+  const int prompt_tokens_;
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  OutputDelta pending_;     // GUARDED_BY(mu_)
+  bool has_pending_ = false;  // GUARDED_BY(mu_)
+  bool done_ = false;         // GUARDED_BY(mu_): the finished delta was taken
+};
+
+}  // namespace specd
