@@ -129,6 +129,7 @@ Analyzer::Stream* Analyzer::GetStream(const std::string& label, int rank) {
 }
 
 void Analyzer::AddLine(std::string_view line, uint64_t line_no) {
+  ++order_;
   if (!line.empty() && line.front() == '{' && StartsWith(line, "{\"ts\"")) {
     HandleSpecdJson(line, line_no);
     return;
@@ -169,7 +170,7 @@ void Analyzer::AddLine(std::string_view line, uint64_t line_no) {
     if (prefix_.level >= Level::kError) HandleSpecdText(s, prefix_, line, line_no, ts, has_ts);
     return;  // specd lines never belong to a Python traceback
   }
-  StreamLine l{prefix_.content, line, source_, line_no, ts, has_ts, prefix_.level};
+  StreamLine l{prefix_.content, line, source_, line_no, order_, ts, has_ts, prefix_.level};
   emitted_.clear();
   bool consumed = s->parser.Feed(l, &emitted_);
   if (s->parser.open() && !s->label.empty() && s->label != default_process_) sticky_ = s;
@@ -209,6 +210,7 @@ void Analyzer::HandleSpecdJson(std::string_view line, uint64_t line_no) {
   c.has_ts = has_ts;
   c.source = source_;
   c.line = line_no;
+  c.order = order_;
   c.evidence.push_back(Evidence{source_, line_no, Cap(line, kMaxEvidenceText)});
   Classify(&c, s);
   Offer(s, std::move(c));
@@ -233,6 +235,7 @@ void Analyzer::HandleSpecdText(Stream* s, const LinePrefix& p, std::string_view 
   c.has_ts = has_ts;
   c.source = source_;
   c.line = line_no;
+  c.order = order_;
   c.evidence.push_back(Evidence{source_, line_no, Cap(line, kMaxEvidenceText)});
   Classify(&c, s);
   Offer(s, std::move(c));
@@ -258,6 +261,7 @@ void Analyzer::MaybeErrorLine(Stream* s, const StreamLine& l) {
   cand.has_ts = l.has_ts;
   cand.source = l.source;
   cand.line = l.line;
+  cand.order = l.seq;
   cand.evidence.push_back(Evidence{l.source, l.line, Cap(l.raw, kMaxEvidenceText)});
   Classify(&cand, s);
   if (cand.rank < 0) {
@@ -336,7 +340,6 @@ void Analyzer::Offer(Stream* s, Candidate c) {
 }
 
 void Analyzer::Commit(Candidate c) {
-  c.order = ++order_;
   if (c.tier <= kTierLogged && c.tier != kTierWeak) {
     std::string key = FailureGroupKey(c.type, c.message);
     auto it = result_.groups.find(key);

@@ -76,7 +76,7 @@ class Analyzer {
   std::vector<Candidate> emitted_;
   double last_ts_ = 0;
   bool has_ts_ = false;
-  uint64_t order_ = 0;
+  uint64_t order_ = 0;  // lines analyzed so far
   AnalysisResult result_;
 };
 

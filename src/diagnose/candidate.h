@@ -57,7 +57,7 @@ struct Candidate {
   bool noise = false;      // raised inside the logging module
   double ts = 0;
   bool has_ts = false;
-  uint64_t order = 0;  // arrival order within its source
+  uint64_t order = 0;  // position of its key line in analysis order, within its source
   int source = 0;
   uint64_t line = 0;   // the log line that states the error
   std::vector<Evidence> evidence;

@@ -158,7 +158,7 @@ size_t TryIso(std::string_view s, LinePrefix* out) {
 }
 
 // vLLM "ERROR 12-02 10:40:27 [engine.py:123] " / "INFO 12-02 10:40:27 engine.py:12] ",
-// uvicorn "ERROR:    ", python basicConfig "ERROR:root:".
+// uvicorn "ERROR:    ", python basicConfig "ERROR:root:", bare "WARNING  ".
 size_t TryLevelFirst(std::string_view s, LinePrefix* out) {
   size_t len;
   bool specd_word;
@@ -180,6 +180,11 @@ size_t TryLevelFirst(std::string_view s, LinePrefix* out) {
     while (k < s.size() && k - j < 96 && s[k] != ' ' && s[k] != ']') ++k;
     if (k < s.size() && s[k] == ']' && k > j) j = OneSpace(s, k + 1);
     return j;
+  }
+  if (i < s.size() && s[i] == ' ') {  // "WARNING  message"
+    out->level = l;
+    while (i < s.size() && s[i] == ' ') ++i;
+    return i;
   }
   if (i < s.size() && s[i] == ':') {
     out->level = l;

@@ -118,6 +118,7 @@ void TracebackParser::StartTraceback(const StreamLine& l, std::string_view prelu
   cur_.has_ts = l.has_ts;
   cur_.source = l.source;
   cur_.header_line = l.line;
+  cur_.seq = l.seq;
   cur_.evidence.push_back(MakeEvidence(l));
   (void)prelude;
   state_ = State::kFrames;
@@ -170,6 +171,7 @@ void TracebackParser::FinishChain(std::vector<Candidate>* out) {
   c.has_ts = root->has_ts;
   c.source = root->source;
   c.line = root->truncated ? root->header_line : root->line;
+  c.order = root->seq;
   if (const Frame* f = ProjectFrame(root->frames)) {
     c.has_frame = true;
     c.frame = *f;
@@ -214,7 +216,8 @@ void TracebackParser::FinishLogged(std::vector<Candidate>* out) {
     logged_.context = f->function + " " + f->code;
   }
   // "Arguments: (KeyError(12),)" carries the exception the record was about.
-  std::string_view args = logged_.details;
+  const std::string args_copy = logged_.details;  // details is rewritten below
+  std::string_view args = args_copy;
   for (size_t p = args.find('('); p != std::string_view::npos; p = args.find('(', p + 1)) {
     size_t b = p;
     while (b > 0 && (std::isalnum(static_cast<unsigned char>(args[b - 1])) || args[b - 1] == '_' ||
@@ -225,8 +228,8 @@ void TracebackParser::FinishLogged(std::vector<Candidate>* out) {
     if (EndsWith(name, "Error") || EndsWith(name, "Exception")) {
       size_t close = args.find(')', p);
       std::string_view inner = args.substr(p + 1, close == std::string_view::npos ? 0 : close - p - 1);
-      logged_.details = "logged message: " + logged_.message + "; " + logged_.details;
       logged_.type = std::string(name);
+      logged_.details = "logged message: " + logged_.message + "; " + args_copy;
       logged_.message = std::string(Trim(inner));
       break;
     }
@@ -244,6 +247,7 @@ bool TracebackParser::FeedIdle(const StreamLine& l) {
     logged_.kind = CandidateKind::kLoggedError;
     logged_.source = l.source;
     logged_.line = l.line;
+    logged_.order = l.seq;
     logged_.ts = l.ts;
     logged_.has_ts = l.has_ts;
     logged_frames_.clear();
@@ -304,6 +308,7 @@ bool TracebackParser::Feed(const StreamLine& l, std::vector<Candidate>* out) {
             cur_.type = Cap(type, 256);
             cur_.message = Cap(message, kMaxField);
             cur_.line = l.line;
+            cur_.seq = l.seq;
             if (l.has_ts) {
               cur_.ts = l.ts;
               cur_.has_ts = true;

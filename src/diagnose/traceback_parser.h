@@ -28,6 +28,7 @@ struct StreamLine {
   std::string_view raw;      // the whole line, for evidence
   int source = 0;
   uint64_t line = 0;
+  uint64_t seq = 0;  // position in the order lines were analyzed (Candidate::order)
   double ts = 0;
   bool has_ts = false;
   Level level = Level::kNone;
@@ -52,7 +53,7 @@ class TracebackParser {
   // Consumes `l` if it belongs to a traceback or logging-error block and
   // returns true; returns false for any other line (the caller looks at it).
   // Finished failures are appended to *out (type, message, frame, evidence,
-  // chain, ts, source/line are set; process, tier and signature are not).
+  // chain, ts, source/line, order are set; process, tier and signature are not).
   bool Feed(const StreamLine& l, std::vector<Candidate>* out);
   // Emits what is still open (a traceback cut off by the end of the log).
   void Finish(std::vector<Candidate>* out);
@@ -80,7 +81,7 @@ class TracebackParser {
     double ts = 0;
     bool has_ts = false;
     int source = 0;
-    uint64_t header_line = 0, line = 0;
+    uint64_t header_line = 0, line = 0, seq = 0;
   };
 
   void StartTraceback(const StreamLine& l, std::string_view prelude);

@@ -1,0 +1,154 @@
+// Behaviour of the analyzer on small hand-made logs (the corpus test covers
+// whole realistic logs).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "diagnose/analyzer.h"
+#include "diagnose/diagnose.h"
+
+namespace specd::diagnose {
+namespace {
+
+std::string Traceback(const std::string& prefix, const std::string& exc,
+                      const std::string& file = "/app/x.py", const std::string& func = "f") {
+  return prefix + "Traceback (most recent call last):\n" + prefix + "  File \"" + file +
+         "\", line 7, in " + func + "\n" + prefix + "    do_it()\n" + prefix + exc + "\n";
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> v;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& l : v) s += l + "\n";
+  return s;
+}
+
+TEST(AnalyzerTest, EarliestTimestampWinsOverOrderOfAppearance) {
+  std::string log = "[TP1] 2026-12-02 10:40:30,000 ERROR x\n" +
+                    Traceback("[TP1] ", "ValueError: late") +
+                    "[TP0] 2026-12-02 10:40:27,000 ERROR y\n" +
+                    Traceback("[TP0] ", "ValueError: early");
+  Diagnosis d = DiagnoseText(log);
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.process, "TP0");
+  EXPECT_EQ(d.cause.message, "early");
+}
+
+TEST(AnalyzerTest, WithoutTimestampsFirstAppearanceWins) {
+  std::string log = Traceback("[TP1] ", "ValueError: first") + Traceback("[TP0] ", "ValueError: second");
+  Diagnosis d = DiagnoseText(log);
+  EXPECT_EQ(d.cause.process, "TP1");
+}
+
+TEST(AnalyzerTest, InterleavedTracebacksAreDemultiplexed) {
+  std::vector<std::string> a = Lines(Traceback("[rank0]: ", "KeyError: 'a'", "/app/a.py", "fa"));
+  std::vector<std::string> b = Lines(Traceback("[rank1]: ", "KeyError: 'b'", "/app/b.py", "fb"));
+  std::vector<std::string> mixed;
+  for (size_t i = 0; i < a.size(); ++i) {
+    mixed.push_back(b[i]);
+    mixed.push_back(a[i]);
+  }
+  Diagnosis d = DiagnoseText(Join(mixed));
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.process, "rank1");
+  EXPECT_EQ(d.cause.message, "'b'");
+  EXPECT_EQ(d.cause.frame.function, "fb");
+  ASSERT_EQ(d.other_failures.size(), 1u);
+  EXPECT_EQ(d.other_failures[0].frame.function, "fa");
+}
+
+TEST(AnalyzerTest, ConsequenceBeforeCauseIsNotTheCause) {
+  std::string log = Traceback("[rank0]: ", "BrokenPipeError: [Errno 32] Broken pipe") +
+                    Traceback("[rank1]: ", "AssertionError: n_heads % tp != 0");
+  Diagnosis d = DiagnoseText(log);
+  EXPECT_EQ(d.cause.type, "AssertionError");
+  EXPECT_EQ(d.consequences_total, 1u);
+  EXPECT_EQ(d.consequences[0].process, "rank0");
+}
+
+TEST(AnalyzerTest, LoggingErrorIsNoiseButItsMessageIsAFallback) {
+  std::string noise =
+      "--- Logging error ---\n" +
+      Traceback("", "TypeError: not all arguments converted during string formatting",
+                "/usr/lib/python3.12/logging/__init__.py", "getMessage") +
+      "Call stack:\n  File \"/app/serve.py\", line 40, in run\n    logger.error(\"failed\", e)\n"
+      "Message: 'failed'\nArguments: (KeyError(12),)\n";
+  Diagnosis d = DiagnoseText(noise);
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.kind, CandidateKind::kLoggedError);
+  EXPECT_EQ(d.cause.type, "KeyError");
+  EXPECT_EQ(d.cause.message, "12");
+  EXPECT_EQ(d.cause.frame.function, "run");
+  EXPECT_EQ(d.noise_blocks, 1u);
+  // With a real traceback present, the real one wins.
+  d = DiagnoseText(noise + Traceback("", "KeyError: 12"));
+  EXPECT_EQ(d.cause.kind, CandidateKind::kTraceback);
+  EXPECT_NE(d.cause.type, "TypeError");
+}
+
+TEST(AnalyzerTest, ChainRootIsFirstNonNoiseException) {
+  std::string log =
+      Traceback("", "TypeError: bad format", "/usr/lib/python3.12/logging/__init__.py", "format") +
+      "\nDuring handling of the above exception, another exception occurred:\n\n" +
+      Traceback("", "RuntimeError: real problem");
+  Diagnosis d = DiagnoseText(log);
+  EXPECT_EQ(d.cause.type, "RuntimeError");
+  ASSERT_EQ(d.cause.chain.size(), 2u);
+}
+
+TEST(AnalyzerTest, ReversedLogGivesTheSameCauseAsForward) {
+  std::string log = "2026-12-02T10:40:20.000Z [rank0]: INFO start\n" +
+                    Traceback("2026-12-02T10:40:21.000Z [rank0]: ", "ValueError: bad shape") +
+                    Traceback("2026-12-02T10:40:40.000Z [rank1]: ",
+                              "RuntimeError: [Rank 1] Watchdog caught collective operation timeout");
+  Diagnosis fwd = DiagnoseText(log);
+  std::vector<std::string> lines = Lines(log);
+  std::reverse(lines.begin(), lines.end());
+  Diagnosis rev = DiagnoseText(Join(lines));
+  EXPECT_FALSE(fwd.reversed);
+  EXPECT_TRUE(rev.reversed);
+  EXPECT_EQ(rev.cause.type, fwd.cause.type);
+  EXPECT_EQ(rev.cause.process, fwd.cause.process);
+  EXPECT_EQ(rev.cause.frame.function, fwd.cause.frame.function);
+  EXPECT_EQ(rev.consequences_total, fwd.consequences_total);
+}
+
+TEST(AnalyzerTest, StreamsAreBounded) {
+  std::string log;
+  for (int i = 0; i < 3000; ++i) log += "(Worker pid=" + std::to_string(i) + ") INFO hello\n";
+  log += "(Worker pid=99999) RuntimeError: boom\n";
+  Diagnosis d = DiagnoseText(log);
+  EXPECT_LE(d.streams, Analyzer::kMaxStreams + 1);
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.message, "boom");
+}
+
+TEST(AnalyzerTest, KeptCandidatesAreBoundedAndEarliestSurvives) {
+  std::string log;
+  for (int i = 0; i < 2000; ++i) {
+    log += "[TP" + std::to_string(i % 8) + "] 2026-12-02 11:00:00,000 ERROR RuntimeError: late " +
+           std::to_string(i) + "\n";
+  }
+  log += "[TP9] 2026-12-02 10:00:00,000 ERROR RuntimeError: the earliest\n";
+  Diagnosis d = DiagnoseText(log);
+  EXPECT_EQ(d.cause.message, "the earliest");
+  EXPECT_LE(d.other_failures.size(), Diagnosis::kMaxListed);
+}
+
+TEST(AnalyzerTest, NoErrorMeansNotFound) {
+  Diagnosis d = DiagnoseText("INFO 12-02 10:40:28 [metrics.py:455] 0 errors\nWARNING x error y\nplain\n");
+  EXPECT_FALSE(d.found);
+  EXPECT_EQ(FormatDiagnosisText(d).rfind("no failure found", 0), 0u);
+}
+
+}  // namespace
+}  // namespace specd::diagnose
