@@ -307,13 +307,16 @@ const KernelPaths& GetKernelPaths() {
     KernelPaths p = ChooseKernelPaths(GetCpuFeatures(), env ? env : "", &warning);
     if (!warning.empty()) LOG_WARN(kStage, "{}", warning);
     if (p.quant_dot != QuantDotIsa::kAvx512Vnni) {
-      LogOnce(LogLevel::kInfo, "kernel-path-quant", kStage, p.quant_dot_reason);
+      LogOnce(LogLevel::kInfo, "kernel-path-quant", kStage,
+              std::string("q8_0/q4_0 matmul: ") + QuantDotIsaName(p.quant_dot) + " (" +
+                  p.quant_dot_reason + ")");
     }
     if (p.bf16 != Bf16DotPath::kAvx512Bf16) {
-      LogOnce(LogLevel::kInfo, "kernel-path-bf16", kStage, p.bf16_reason);
+      LogOnce(LogLevel::kInfo, "kernel-path-bf16", kStage, "bf16 matmul: " + p.bf16_reason);
     }
     if (p.float_target != "AVX3" && p.float_target != "AVX3_DL") {
-      LogOnce(LogLevel::kInfo, "kernel-path-float", kStage, p.float_reason);
+      LogOnce(LogLevel::kInfo, "kernel-path-float", kStage,
+              "float ops: Highway " + p.float_target + " (" + p.float_reason + ")");
     }
     return p;
   }();
