@@ -138,9 +138,18 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--chain", type=int, default=5)
     ap.add_argument("--show", type=int, default=2, help="print this many generations")
+    ap.add_argument("--perplexity", action="store_true", help="also report the held-out perplexity of the shipped "
+                    "target (every held-out token once, 256-token windows starting with BOS)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     target = load_target(args.model)
+    if args.perplexity:
+        from train_target import heldout_nll
+        tj = os.path.join(args.model, "tokenizer.json")
+        held, _ = data.load_split(args.corpus, tj, "heldout", args.work)
+        windows = data.eval_windows(held, target.cfg.max_position_embeddings, target.cfg.bos_token_id)
+        nll = heldout_nll(target, windows)
+        print("held-out: %d tokens, nll %.4f nats/token, perplexity %.2f" % (windows[:, 1:].size, nll, math.exp(nll)))
     head, d2t, aux_layers = load_head(args.head or os.path.join(args.model, "eagle3"), target.cfg)
     tok = bpe.Tokenizer(os.path.join(args.model, "tokenizer.json"))
     held, starts = data.load_split(args.corpus, os.path.join(args.model, "tokenizer.json"), "heldout", args.work)

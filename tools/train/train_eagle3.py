@@ -101,13 +101,14 @@ def losses(outs, tgt_logits, draft_ids, step_weight=0.8):
     """Soft cross-entropy against the target's distribution over the draft vocabulary, plus per-step accuracy
     (draft argmax mapped to a target id == the target's argmax over the full vocabulary)."""
     A = outs[0].shape[1]
+    p_all = F.softmax(tgt_logits[..., draft_ids].float(), dim=-1)
+    top_all = tgt_logits.argmax(-1)
     total, accs = 0.0, []
     for k, lg in enumerate(outs):
-        t = tgt_logits[:, 1 + k:A + 1 + k]
-        p = F.softmax(t[..., draft_ids].float(), dim=-1)
+        p = p_all[:, 1 + k:A + 1 + k]
         loss = -(p * F.log_softmax(lg.float(), dim=-1)).sum(-1).mean()
         total = total + (step_weight ** k) * loss
-        accs.append((draft_ids[lg.argmax(-1)] == t.argmax(-1)).float().mean().item())
+        accs.append((draft_ids[lg.argmax(-1)] == top_all[:, 1 + k:A + 1 + k]).float().mean().item())
     return total, accs
 
 
@@ -137,6 +138,28 @@ def warm_start(head, target, draft_ids):
     pass-through of the high aux state: slot t must predict x[t+2], while the aux states at t encode x[t+1].)"""
     head.norm.weight.copy_(target.norm.weight)
     head.lm_head.weight.copy_(target.embed_tokens.weight[draft_ids])
+
+
+@torch.no_grad()
+def generate_with_states(target, prompts, n_new, temperature, aux_layers, gen):
+    """Like sample_continuations, but also returns what the target computed on the way (so no second target pass
+    is needed): (tokens [B, T], logits [B, T, V], aux_cat [B, T, 3*H_target]) with T = P + n_new."""
+    cache = [None] * target.cfg.num_hidden_layers
+    logits, aux = target.forward_cached(prompts, 0, cache, capture=aux_layers)
+    seq, all_logits, all_aux = [prompts], [logits], [torch.cat([aux[i] for i in aux_layers], dim=-1)]
+    pos = prompts.shape[1]
+    for _ in range(n_new):
+        last = logits[:, -1].float()
+        if temperature <= 0:
+            nxt = last.argmax(-1, keepdim=True)
+        else:
+            nxt = torch.multinomial(F.softmax(last / temperature, dim=-1), 1, generator=gen)
+        seq.append(nxt)
+        logits, aux = target.forward_cached(nxt, pos, cache, capture=aux_layers)
+        all_logits.append(logits)
+        all_aux.append(torch.cat([aux[i] for i in aux_layers], dim=-1))
+        pos += 1
+    return torch.cat(seq, dim=1), torch.cat(all_logits, dim=1), torch.cat(all_aux, dim=1)
 
 
 def export(head, cfg, tcfg, n_draft, aux_layers, d2t, t2d, out_dir, dtype):
@@ -195,6 +218,11 @@ def main():
     ap.add_argument("--gen-frac", type=float, default=0.5, help="fraction of batches sampled from the target")
     ap.add_argument("--gen-prompt", type=int, default=16)
     ap.add_argument("--gen-temperature", type=float, default=0.8)
+    ap.add_argument("--gen-greedy-frac", type=float, default=0.0,
+                    help="fraction of generated refills decoded greedily (temperature 0) instead")
+    ap.add_argument("--gen-refill", type=int, default=4, help="generated batches produced per refill")
+    ap.add_argument("--init-from", default=None,
+                    help="start from this head checkpoint (weights + optimizer) with a fresh schedule")
     ap.add_argument("--ckpt-minutes", type=float, default=5)
     ap.add_argument("--dtype", default="BF16", choices=["BF16", "F32"])
     ap.add_argument("--resume", action="store_true")
@@ -225,6 +253,11 @@ def main():
         head.load_state_dict(ck["head"])
         opt.load_state_dict(ck["opt"])
         step, elapsed_before = ck["step"], ck["elapsed"]
+    if args.init_from:
+        ck = torch.load(args.init_from)
+        head.load_state_dict(ck["head"])
+        opt.load_state_dict(ck["opt"])
+        print("initialised from %s (trained %d steps, %.1f min)" % (args.init_from, ck["step"], ck["elapsed"] / 60))
     if args.export_only:
         export(head, cfg, tcfg, args.draft_vocab, aux_layers, d2t, t2d, args.out, args.dtype)
         print("exported to", args.out)
@@ -238,6 +271,7 @@ def main():
     t_start = time.time() - elapsed_before
     last_ckpt = time.time()
     acc_ema, loss_ema = None, None
+    gen_buffer = []
 
     def save():
         torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "step": step,
@@ -252,11 +286,20 @@ def main():
         lr = args.lr * min(1.0, (step + 1) / args.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
         for g in opt.param_groups:
             g["lr"] = lr
-        x = torch.from_numpy(data.sample_batch(tokens, starts, args.batch, args.seq_len, tcfg.bos_token_id, rng))
         if rng.random() < args.gen_frac:
-            x = sample_continuations(target, x[:, :1 + args.gen_prompt], args.seq_len - 1 - args.gen_prompt,
-                                     args.gen_temperature, gen)
-        tgt_logits, aux_cat = target_pass(target, x, aux_layers)
+            if not gen_buffer:
+                n = args.batch * args.gen_refill
+                x = torch.from_numpy(data.sample_batch(tokens, starts, n, args.seq_len, tcfg.bos_token_id, rng))
+                temp = 0.0 if rng.random() < args.gen_greedy_frac else args.gen_temperature
+                x, lg, ax = generate_with_states(target, x[:, :1 + args.gen_prompt],
+                                                 args.seq_len - 1 - args.gen_prompt, temp, aux_layers, gen)
+                gen_buffer = [(x[i:i + args.batch], lg[i:i + args.batch], ax[i:i + args.batch])
+                              for i in range(0, n, args.batch)]
+            x, tgt_logits, aux_cat = gen_buffer.pop()
+        else:
+            x = torch.from_numpy(data.sample_batch(tokens, starts, args.batch, args.seq_len, tcfg.bos_token_id,
+                                                   rng))
+            tgt_logits, aux_cat = target_pass(target, x, aux_layers)
         outs = unroll(head, target.embed_tokens, x, aux_cat, args.steps)
         loss, accs = losses(outs, tgt_logits, draft_ids)
         opt.zero_grad(set_to_none=True)
