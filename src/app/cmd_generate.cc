@@ -1,5 +1,7 @@
 // specd generate: one prompt in, text out, with a stats line or --json.
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -183,8 +185,17 @@ void AddGenerateCommand(CLI::App& root, int* exit_code) {
                 "Print one JSON object: token_ids (generated only), text, finish_reason, stats "
                 "{prefill_tok_s, decode_tok_s, decode_gb_s, ...}");
   AddLaunchFlags(sub, &f->engine, &f->launch);
-  sub->callback([f, exit_code] {
+  sub->callback([f, exit_code, sub] {
     if (f->prompt.empty() && f->prompt_ids.empty()) f->prompt = "Once upon a time";
+    // The embedded demo model runs with its EAGLE-3 head unless told otherwise.
+    const char* env_model = std::getenv("SPECD_MODEL");
+    const std::string demo_head = std::string(SPECD_DEFAULT_MODEL) + "/eagle3";
+    if (f->engine.model.empty() && (env_model == nullptr || *env_model == 0) &&
+        sub->count("--speculative-algorithm") == 0 &&
+        std::filesystem::exists(demo_head + "/config.json")) {
+      f->spec.algorithm = "EAGLE3";
+      f->spec.draft_model = demo_head;
+    }
     *exit_code = RunOnRanks(f->engine, f->launch, [f](ModelRunner& runner, Engine& engine) {
       return RunGenerate(*f, runner, engine);
     });
