@@ -1,15 +1,50 @@
+// specd make-model: writes a random-weight checkpoint at a preset's real
+// shapes (for tests and benchmarks without downloading a model).
 #include <cstdio>
 
 #include "app/commands.h"
+#include "base/logging.h"
+#include "loader/fixture.h"
 
 namespace specd::app {
 
-// Placeholder until the subcommand lands.
 void AddMakeModelCommand(CLI::App& root, int* exit_code) {
   auto* sub = root.add_subcommand("make-model", "Write a random-weight model fixture");
-  sub->callback([exit_code] {
-    std::fprintf(stderr, "specd make-model: not available in this build\n");
-    *exit_code = 2;
+  struct Args {
+    FixtureOptions options;
+    std::string dtype = "f32";
+  };
+  auto args = std::make_shared<Args>();
+  std::string presets;
+  for (const std::string& n : FixturePresetNames()) presets += (presets.empty() ? "" : ", ") + n;
+  sub->add_option("--preset", args->options.preset, "Model shape: " + presets)
+      ->capture_default_str();
+  sub->add_option("--format", args->options.format, "safetensors (--out is a folder) or gguf "
+                                                    "(--out is a file)")
+      ->capture_default_str();
+  sub->add_option("--dtype", args->dtype, "f32, f16, bf16; q8_0 and q4_0 with gguf only")
+      ->capture_default_str();
+  sub->add_option("--out", args->options.out, "Output folder (safetensors) or .gguf file")
+      ->required();
+  sub->add_option("--seed", args->options.seed, "Random seed (same seed, same bytes)")
+      ->capture_default_str();
+  sub->add_option("--tokenizer", args->options.tokenizer_json,
+                  "A tokenizer.json to copy next to a safetensors model");
+  sub->callback([args, exit_code] {
+    auto dt = ParseDType(args->dtype);
+    if (!dt.ok()) {
+      LogStatus(Status(dt.status()).WithStage("make-model"));
+      *exit_code = 2;
+      return;
+    }
+    args->options.dtype = *dt;
+    Status st = MakeFixture(args->options);
+    if (!st.ok()) {
+      LogStatus(st.WithStage("make-model"));
+      *exit_code = 1;
+      return;
+    }
+    *exit_code = 0;
   });
 }
 

@@ -198,13 +198,15 @@ Status WriteGgufModel(const ModelConfig& c, const std::vector<WeightSource>& wei
   if (c.eos_ids.size() > 2) w.SetU32("tokenizer.ggml.eom_token_id", static_cast<uint32_t>(c.eos_ids[2]));
 
   const bool permute = arch == "llama";
+  std::vector<std::string> fallbacks;  // quantized rows must be whole 32-element blocks
+  std::string first_fallback;
   for (const WeightSource& ws : weights) {
     if (c.tie_embeddings && ws.name == "lm_head.weight") continue;
     DType dt = ws.shape.size() >= 2 ? dtype : DType::kF32;
     const int64_t cols = ws.shape.back();
     if (IsQuantized(dt) && cols % kQuantBlock != 0) {
-      LOG_INFO("write gguf", "{}: rows of {} are not a multiple of {}: writing f16 instead of {}",
-               ws.name, cols, kQuantBlock, DTypeName(dt));
+      if (fallbacks.empty()) first_fallback = fmt::format("{} ({} columns)", ws.name, cols);
+      fallbacks.push_back(ws.name);
       dt = DType::kF16;
     }
     int n_head = 0;
@@ -232,6 +234,10 @@ Status WriteGgufModel(const ModelConfig& c, const std::vector<WeightSource>& wei
       }
     }
     RETURN_IF_ERROR(w.AddTensor(HfToGgufName(ws.name), dt, ws.shape, std::move(rows)));
+  }
+  if (!fallbacks.empty()) {
+    LOG_INFO("write gguf", "{} matrices written as f16 instead of {}: rows not a multiple of {} "
+             "(first: {})", fallbacks.size(), DTypeName(dtype), kQuantBlock, first_fallback);
   }
   return w.Write(path);
 }

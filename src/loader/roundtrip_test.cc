@@ -281,3 +281,32 @@ TEST(FixtureTest, LargePresetsHaveRealShapes) {
 
 }  // namespace
 }  // namespace specd
+
+namespace specd {
+namespace {
+
+// Rows that are not whole 32-element blocks cannot be Q8_0/Q4_0: such
+// matrices fall back to F16 (as stories260K's FFN of 172 needs).
+TEST(RoundTripTest, OddRowLengthsFallBackToF16) {
+  auto c = FixturePreset("tiny");
+  ASSERT_TRUE(c.ok());
+  c->ffn_dim = 40;
+  TempDir tmp;
+  GgufModelOptions go;
+  go.dtype = DType::kQ4_0;
+  const auto weights = RandomWeights(*c, 2);
+  ASSERT_TRUE(WriteGgufModel(*c, weights, go, tmp / "m.gguf").ok());
+  auto ck = OpenCheckpoint(tmp / "m.gguf");
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  EXPECT_EQ((*ck)->Get("model.layers.0.mlp.down_proj.weight")->dtype, DType::kF16);  // 40 columns
+  EXPECT_EQ((*ck)->Get("model.layers.0.mlp.up_proj.weight")->dtype, DType::kQ4_0);   // 64 columns
+  for (const WeightSource& w : weights) {
+    if (w.name != "model.layers.1.mlp.down_proj.weight") continue;
+    auto t = (*ck)->Get(w.name, w.shape);
+    ASSERT_TRUE(t.ok());
+    for (int64_t r = 0; r < t->rows(); ++r) ASSERT_EQ(RowOf(*t, r), Stored(w, r, DType::kF16));
+  }
+}
+
+}  // namespace
+}  // namespace specd
