@@ -42,6 +42,9 @@ class Tokenizer {
   virtual bool IsSpecial(int32_t id) const = 0;
   // "" if out of range.
   virtual std::string IdToPiece(int32_t id) const = 0;
+  // SentencePiece's decoding rule: Decode() drops one leading space of the
+  // decoded text (the one the encoder's "▁" prefix added).
+  virtual bool strips_leading_space() const { return false; }
 };
 
 // Loads `dir`/tokenizer.json (and tokenizer_config.json when present, for
