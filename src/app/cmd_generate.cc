@@ -143,6 +143,7 @@ Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
         std::printf("%s%d", i ? "," : "", res.tokens[i]);
       std::printf("\n");
     }
+    std::fflush(stdout);
     std::fprintf(stderr,
                  "[%d prompt tokens: %.1f tok/s prefill | %d generated: %.1f tok/s decode, "
                  "%.2f GB/s weights | finish: %s]\n",
