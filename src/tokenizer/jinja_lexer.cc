@@ -310,14 +310,25 @@ class Lexer {
  private:
   char At(size_t i) const { return i < src_.size() ? src_[i] : '\0'; }
 
-  SourcePos PosAt(size_t i) const {
+  // Columns count characters (UTF-8 lead bytes). Positions are asked for in
+  // increasing order, so the count continues from the previous answer when
+  // on the same line instead of rescanning long single-line templates.
+  SourcePos PosAt(size_t i) {
     size_t off = orig_[std::min(i, orig_.size() - 1)];
     auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), off);
     size_t line_start = *(it - 1);
+    size_t from = line_start;
     int col = 1;
-    for (size_t k = line_start; k < off && k < original_.size(); ++k) {
+    if (cache_line_start_ == line_start && cache_off_ <= off) {
+      from = cache_off_;
+      col = cache_col_;
+    }
+    for (size_t k = from; k < off && k < original_.size(); ++k) {
       if ((static_cast<unsigned char>(original_[k]) & 0xC0) != 0x80) ++col;
     }
+    cache_line_start_ = line_start;
+    cache_off_ = off;
+    cache_col_ = col;
     return {static_cast<int>(it - line_starts_.begin()), col};
   }
 
@@ -432,6 +443,8 @@ class Lexer {
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   int curly_depth_ = 0;
+  size_t cache_line_start_ = static_cast<size_t>(-1), cache_off_ = 0;
+  int cache_col_ = 1;
 };
 
 }  // namespace
