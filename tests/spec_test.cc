@@ -31,11 +31,11 @@ Status WriteRandomHead(const std::string& dir) {
     "rope_theta": 10000.0, "max_position_embeddings": 512, "tie_word_embeddings": false,
     "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 1, 1]}})"));
   SafetensorsWriter w;
-  auto random = [](uint64_t seed) {
-    return [seed](int64_t row, float* out) {
+  auto random = [](uint64_t seed, int64_t cols) {
+    return [seed, cols](int64_t row, float* out) {
       std::mt19937 rng(static_cast<uint32_t>(seed * 7919 + row));
       std::normal_distribution<float> d(0.f, 0.1f);
-      for (int i = 0; i < 256; ++i) out[i] = d(rng);
+      for (int64_t i = 0; i < cols; ++i) out[i] = d(rng);
     };
   };
   auto ones = [](int64_t, float* out) {
@@ -55,7 +55,7 @@ Status WriteRandomHead(const std::string& dir) {
                                    {"midlayer.mlp.up_proj.weight", {128, 64}},
                                    {"midlayer.mlp.down_proj.weight", {64, 128}},
                                    {"lm_head.weight", {128, 64}}})
-    RETURN_IF_ERROR(w.AddTensor(t.name, DType::kF32, t.shape, random(seed++)));
+    RETURN_IF_ERROR(w.AddTensor(t.name, DType::kF32, t.shape, random(seed++, t.shape.back())));
   for (const char* n : {"midlayer.input_layernorm.weight", "midlayer.hidden_norm.weight",
                         "midlayer.post_attention_layernorm.weight", "norm.weight"})
     RETURN_IF_ERROR(w.AddTensor(n, DType::kF32, {64}, ones));
