@@ -1,0 +1,277 @@
+// The HTTP layer in-process over a random-weight tiny model (no tokenizer:
+// token-id prompts), with cpp-httplib's client.
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "loader/fixture.h"
+#include "runtime/generate.h"
+#include "server/openai_response.h"
+
+namespace specd::server {
+namespace {
+
+const std::string& TinyModelPath() {
+  static const std::string path = [] {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "specd-http-XXXXXX").string();
+    std::string dir = ::mkdtemp(tmpl.data());
+    FixtureOptions o;
+    o.preset = "tiny";
+    o.out = dir + "/tiny";
+    Status s = MakeFixture(o);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return o.out;
+  }();
+  return path;
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void StartServer(ServerOptions o, bool attach = true) {
+    RunnerOptions ro;
+    ro.model_path = TinyModelPath();
+    ro.threads = 2;
+    auto r = ModelRunner::Create(ro, comm_.get());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    runner_ = std::move(r).value();
+    engine_ = std::make_unique<Engine>(runner_.get());
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.model_path = ro.model_path;
+    o.served_model_name = "tiny";
+    server_ = std::make_unique<OpenAiServer>(o);
+    ASSERT_TRUE(server_->Start().ok());
+    if (attach) {
+      ASSERT_TRUE(server_->Attach(engine_.get(), nullptr, nullptr).ok());
+    }
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    client_->set_read_timeout(30, 0);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  OJson PostJson(const std::string& path, const std::string& body, int* status,
+                 const httplib::Headers& headers = {}) {
+    auto res = client_->Post(path.c_str(), headers, body, "application/json");
+    if (!res) {
+      *status = -1;
+      return nullptr;
+    }
+    *status = res->status;
+    return OJson::parse(res->body, nullptr, false);
+  }
+
+  std::unique_ptr<Communicator> comm_ = NewLocalCommunicator();
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<OpenAiServer> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(HttpServerTest, HealthIs503UntilAttachedThen200) {
+  StartServer(ServerOptions(), /*attach=*/false);
+  auto res = client_->Get("/health");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);
+  int status = 0;
+  OJson e = PostJson("/v1/completions", R"({"prompt":[1,2]})", &status);
+  EXPECT_EQ(status, 503);
+  EXPECT_TRUE(e["error"].contains("message"));
+  ASSERT_TRUE(server_->Attach(engine_.get(), nullptr, nullptr).ok());
+  res = client_->Get("/health");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  res = client_->Get("/v1/models");
+  ASSERT_TRUE(res);
+  OJson models = OJson::parse(res->body);
+  EXPECT_EQ(models["object"], "list");
+  EXPECT_EQ(models["data"][0]["id"], "tiny");
+}
+
+TEST_F(HttpServerTest, CompletionMatchesGeneratePlain) {
+  StartServer(ServerOptions());
+  int status = 0;
+  OJson j = PostJson("/v1/completions",
+                     R"({"model":"tiny","prompt":[5,6,7,8],"max_tokens":9,"temperature":0,)"
+                     R"("logprobs":2})",
+                     &status);
+  ASSERT_EQ(status, 200) << j;
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(j["model"], "tiny");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 4);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 9);
+  EXPECT_EQ(j["usage"]["total_tokens"], 13);
+  // Without a tokenizer, logprob tokens read "<id>": compare the ids with
+  // the single-sequence generation loop.
+  GenerateRequest g;
+  g.prompt = {5, 6, 7, 8};
+  g.max_tokens = 9;
+  GenerateResult ref;
+  server_->Shutdown();  // the engine is free again
+  ASSERT_TRUE(GeneratePlain(*engine_, g, [](int32_t) { return true; }, &ref).ok());
+  const OJson& toks = j["choices"][0]["logprobs"]["tokens"];
+  ASSERT_EQ(toks.size(), ref.tokens.size());
+  for (size_t i = 0; i < ref.tokens.size(); ++i)
+    EXPECT_EQ(toks[i], "<" + std::to_string(ref.tokens[i]) + ">");
+}
+
+TEST_F(HttpServerTest, StreamIsServerSentEventsEndingInDone) {
+  StartServer(ServerOptions());
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = R"({"prompt":[1,2,3],"max_tokens":6,"temperature":0,"stream":true,)"
+             R"("stream_options":{"include_usage":true}})";
+  req.set_header("Content-Type", "application/json");
+  std::string raw;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    raw.append(data, n);
+    return true;
+  };
+  auto res = client_->send(req);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_NE(res->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+  // Split into events.
+  std::vector<std::string> events;
+  for (size_t pos = 0; pos < raw.size();) {
+    size_t end = raw.find("\n\n", pos);
+    ASSERT_NE(end, std::string::npos) << "unterminated event in " << raw;
+    std::string ev = raw.substr(pos, end - pos);
+    ASSERT_EQ(ev.rfind("data: ", 0), 0u) << ev;
+    events.push_back(ev.substr(6));
+    pos = end + 2;
+  }
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  int n_finish = 0;
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    OJson c = OJson::parse(events[i]);
+    EXPECT_EQ(c["object"], "text_completion");
+    EXPECT_TRUE(c["usage"].is_null());
+    if (!c["choices"][0]["finish_reason"].is_null()) ++n_finish;
+  }
+  EXPECT_EQ(n_finish, 1);
+  OJson usage = OJson::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(usage["usage"]["prompt_tokens"], 3);
+}
+
+TEST_F(HttpServerTest, BadRequestsGetOpenAiErrors) {
+  ServerOptions o;
+  o.max_body_bytes = 2048;
+  StartServer(o);
+  int status = 0;
+  OJson e = PostJson("/v1/completions", R"({"prompt":[1],"max_tokens":"ten"})", &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(e["error"]["param"], "max_tokens");
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  EXPECT_TRUE(e["error"].contains("code"));
+  e = PostJson("/v1/completions", "not json", &status);
+  EXPECT_EQ(status, 400);
+  e = PostJson("/v1/completions", R"({"prompt":[1],"n":3})", &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(e["error"]["param"], "n");
+  e = PostJson("/v1/completions", R"({"prompt":[1],"model":"other"})", &status);
+  EXPECT_EQ(status, 404);
+  EXPECT_EQ(e["error"]["code"], "model_not_found");
+  e = PostJson("/v1/completions", R"({"prompt":[1,999]})", &status);  // vocab 256
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(e["error"]["param"], "prompt");
+  e = PostJson("/v1/completions", R"({"prompt":"text"})", &status);  // no tokenizer
+  EXPECT_EQ(status, 400);
+  e = PostJson("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}]})", &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(e["error"]["param"], "messages");
+  // Longer than the context: the message names the length and the limit.
+  const int ctx = server_->scheduler()->context_length();
+  std::string ids = "1";
+  for (int i = 1; i < ctx; ++i) ids += ",1";
+  client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+  e = PostJson("/v1/completions", "{\"prompt\":[" + ids + "]}", &status);
+  EXPECT_EQ(status, 413);  // the body itself is over the 2 KiB limit here
+  EXPECT_TRUE(e["error"].contains("message"));
+  ServerOptions big;
+  server_->Shutdown();
+  StartServer(big);
+  e = PostJson("/v1/completions", "{\"prompt\":[" + ids + "]}", &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(e["error"]["param"], "prompt");
+  const std::string msg = e["error"]["message"];
+  EXPECT_NE(msg.find(std::to_string(ctx)), std::string::npos) << msg;
+  EXPECT_NE(msg.find(std::to_string(ctx - 1)), std::string::npos) << msg;
+  auto res = client_->Get("/nope");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_TRUE(OJson::parse(res->body)["error"].contains("message"));
+}
+
+TEST_F(HttpServerTest, ApiKeyGuardsV1Routes) {
+  ServerOptions o;
+  o.api_key = "sekret";
+  StartServer(o);
+  int status = 0;
+  OJson e = PostJson("/v1/completions", R"({"prompt":[1],"max_tokens":1})", &status);
+  EXPECT_EQ(status, 401);
+  EXPECT_EQ(e["error"]["code"], "invalid_api_key");
+  PostJson("/v1/completions", R"({"prompt":[1],"max_tokens":1})", &status,
+           {{"Authorization", "Bearer wrong"}});
+  EXPECT_EQ(status, 401);
+  PostJson("/v1/completions", R"({"prompt":[1],"max_tokens":1})", &status,
+           {{"Authorization", "Bearer sekret"}});
+  EXPECT_EQ(status, 200);
+  auto res = client_->Get("/v1/models");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+  res = client_->Get("/health");  // not under /v1
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+}
+
+TEST_F(HttpServerTest, FullQueueAnswers429WithRetryAfter) {
+  ServerOptions o;
+  o.scheduler.max_queue = 0;
+  StartServer(o);
+  auto res = client_->Post("/v1/completions", R"({"prompt":[1],"max_tokens":1})",
+                           "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 429);
+  EXPECT_EQ(res->get_header_value("Retry-After"), "1");
+  EXPECT_TRUE(OJson::parse(res->body)["error"].contains("message"));
+  res = client_->Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_NE(res->body.find("specd_requests_total{status=\"429\"} 1"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, ClientDisconnectCancelsAndFreesKv) {
+  StartServer(ServerOptions());
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = R"({"prompt":[1,2,3],"max_tokens":100000,"temperature":0,"stream":true})";
+  req.set_header("Content-Type", "application/json");
+  int chunks = 0;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+    return ++chunks < 3;  // hang up after a few chunks
+  };
+  client_->send(req);
+  EXPECT_GE(chunks, 3);
+  const SchedulerMetrics& m = server_->scheduler()->metrics();
+  for (int i = 0; i < 2000 && (m.running.load() != 0 || m.kv_used_pages.load() != 0); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(m.running.load(), 0);
+  EXPECT_EQ(m.kv_used_pages.load(), 0);
+  EXPECT_EQ(m.finished_cancelled.load(), 1);
+}
+
+}  // namespace
+}  // namespace specd::server
