@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <set>
 
 #include "base/clock.h"
 #include "base/logging.h"
@@ -107,8 +108,14 @@ StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const std::string& path,
         "{}: expected a model folder (config.json + *.safetensors) or a .gguf file", path));
   }
   RETURN_IF_ERROR(Finish(*ck));
+  // Bytes actually held: a tied head aliases the embedding and is counted once.
+  std::set<const void*> seen;
+  size_t held = 0;
+  for (const auto& [name, t] : ck->tensors()) {
+    if (seen.insert(t.data).second) held += t.nbytes;
+  }
   LOG_INFO("load weights", "loaded {} tensors, {:.1f} MiB in {:.2f} s from {} ({}, {})",
-           ck->tensors().size(), static_cast<double>(ck->total_bytes()) / (1 << 20), sw.Seconds(),
+           ck->tensors().size(), static_cast<double>(held) / (1 << 20), sw.Seconds(),
            path, ck->format(), options.use_mmap ? "mmap" : "read");
   return std::unique_ptr<Checkpoint>(std::move(ck));
 }
