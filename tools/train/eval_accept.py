@@ -30,7 +30,7 @@ import torch.nn.functional as F
 import bpe
 import data
 from model import Eagle3Head, LlamaConfig, attention, causal_mask, load_safetensors, rope_cos_sin
-from train_eagle3 import load_target, sample_continuations, unroll
+from train_eagle3 import load_target, losses, sample_continuations, unroll
 
 
 def load_head(path, tcfg):
@@ -138,6 +138,9 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--chain", type=int, default=5)
     ap.add_argument("--show", type=int, default=2, help="print this many generations")
+    ap.add_argument("--heldout-acc", type=int, default=0, metavar="N",
+                    help="also report the head's accuracy per unroll step, teacher-forced on N held-out corpus "
+                    "windows of 256 tokens (argmax(head) through d2t == argmax(target))")
     ap.add_argument("--perplexity", action="store_true", help="also report the held-out perplexity of the shipped "
                     "target (every held-out token once, 256-token windows starting with BOS)")
     args = ap.parse_args()
@@ -151,6 +154,23 @@ def main():
         nll = heldout_nll(target, windows)
         print("held-out: %d tokens, nll %.4f nats/token, perplexity %.2f" % (windows[:, 1:].size, nll, math.exp(nll)))
     head, d2t, aux_layers = load_head(args.head or os.path.join(args.model, "eagle3"), target.cfg)
+    if args.heldout_acc:
+        tj = os.path.join(args.model, "tokenizer.json")
+        held, _ = data.load_split(args.corpus, tj, "heldout", args.work)
+        windows = data.eval_windows(held, target.cfg.max_position_embeddings, target.cfg.bos_token_id)
+        windows = windows[np.linspace(0, len(windows) - 1, min(args.heldout_acc, len(windows))).astype(int)]
+        draft_ids = torch.arange(head.lm_head.weight.shape[0]) + d2t
+        acc = np.zeros(args.chain)
+        with torch.no_grad():
+            for i in range(0, len(windows), 8):
+                x = torch.from_numpy(windows[i:i + 8])
+                lg, ax = target(x, capture=aux_layers)
+                outs = unroll(head, target.embed_tokens, x, torch.cat([ax[j] for j in aux_layers], dim=-1),
+                              args.chain)
+                _, accs = losses(outs, lg, draft_ids)
+                acc += np.array(accs) * len(x)
+        print("head accuracy per unroll step on %d held-out corpus windows (teacher forced): %s" %
+              (len(windows), " ".join("%.3f" % v for v in acc / len(windows))))
     tok = bpe.Tokenizer(os.path.join(args.model, "tokenizer.json"))
     held, starts = data.load_split(args.corpus, os.path.join(args.model, "tokenizer.json"), "heldout", args.work)
     ends = np.append(starts[1:], len(held))
