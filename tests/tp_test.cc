@@ -85,3 +85,42 @@ TEST_F(TpTest, StartupFailureReportsRootCauseFirst) {
 
 }  // namespace
 }  // namespace specd
+
+namespace specd {
+namespace {
+
+// The embedded demo model with its trained EAGLE-3 head: speculative greedy
+// output equals plain greedy output, at TP 1 and 2, and drafts get accepted.
+TEST(DemoModelTest, TrainedEagle3HeadGreedyEqualsPlainGreedy) {
+  const std::string demo = std::string(SPECD_SOURCE_DIR) + "/models/demo";
+  if (!std::filesystem::exists(testing::SpecdBinary()) ||
+      !std::filesystem::exists(demo + "/eagle3/config.json"))
+    GTEST_SKIP() << "specd binary or the demo model pair is missing";
+  auto run = [&](const std::string& extra, nlohmann::json* stats = nullptr) {
+    int st = 0;
+    std::string out = testing::RunCommand(
+        testing::SpecdBinary() + " --log-level warn generate --model " + demo +
+            " --prompt \"It is a truth universally acknowledged\" --max-tokens 48 --json "
+            "--threads 1 " + extra + " 2>/dev/null",
+        &st);
+    EXPECT_EQ(st, 0) << out;
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    if (j.is_discarded()) {
+      ADD_FAILURE() << out;
+      return std::vector<int>{};
+    }
+    if (stats) *stats = j["stats"];
+    return j["token_ids"].get<std::vector<int>>();
+  };
+  std::vector<int> plain = run("--speculative-algorithm NONE");
+  ASSERT_FALSE(plain.empty());
+  const std::string eagle = "--speculative-algorithm EAGLE3 --draft-model " + demo + "/eagle3";
+  nlohmann::json stats;
+  EXPECT_EQ(run(eagle, &stats), plain);
+  EXPECT_GT(stats["accept_length_mean"].get<double>(), 1.0);
+  EXPECT_EQ(run(eagle + " --speculative-eagle-topk 1"), plain);
+  EXPECT_EQ(run(eagle + " --tp 2"), plain);
+}
+
+}  // namespace
+}  // namespace specd
