@@ -212,8 +212,9 @@ StatusOr<Diagnosis> DiagnoseFiles(const std::vector<std::string>& paths_in,
       return err == ENOENT ? NotFoundError(st.message()) : st;
     }
     struct stat st;
-    bool seekable = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-    if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    const bool have_stat = ::fstat(fd, &st) == 0;
+    const bool seekable = have_stat && S_ISREG(st.st_mode);
+    if (have_stat && S_ISDIR(st.st_mode)) {
       ::close(fd);
       return InvalidArgumentError("diagnose: '" + path + "' is a directory, expected a log file");
     }
