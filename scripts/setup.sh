@@ -9,7 +9,6 @@ PACKAGES=(
   libutf8proc-dev libpcre2-dev
   libopenmpi-dev openmpi-bin
   googletest libgtest-dev libgmock-dev libbenchmark-dev
-  nodejs npm
   time
 )
 
@@ -17,6 +16,12 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js + npm run the reference tests (tokenizers, chat templates, the openai
+# client). A machine may already have them from another source (e.g. NodeSource,
+# whose nodejs conflicts with Debian's npm package): install only when absent.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
