@@ -10,6 +10,10 @@
 # to show that peak RSS does not grow with the input. Needs /usr/bin/time
 # (Debian package `time`, listed in scripts/setup.sh).
 # The log goes to $BENCH_DIR (default /tmp) and is removed afterwards.
+#
+# Measured (2-core AMD EPYC VM under load average ~5, page cache warm):
+#   1023 MiB: 3.06 s wall (334 MiB/s), 1.99 s CPU (514 MiB/s), peak RSS 11.2 MiB
+#     63 MiB: 0.17 s wall,                                     peak RSS 11.3 MiB
 set -euo pipefail
 
 SIZE_MB=${1:-1024}
