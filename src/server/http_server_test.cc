@@ -247,9 +247,16 @@ TEST_F(HttpServerTest, FullQueueAnswers429WithRetryAfter) {
   EXPECT_EQ(res->status, 429);
   EXPECT_EQ(res->get_header_value("Retry-After"), "1");
   EXPECT_TRUE(OJson::parse(res->body)["error"].contains("message"));
-  res = client_->Get("/metrics");
-  ASSERT_TRUE(res);
-  EXPECT_NE(res->body.find("specd_requests_total{status=\"429\"} 1"), std::string::npos);
+  // The access counter runs after the response is written: poll briefly.
+  std::string metrics;
+  for (int i = 0; i < 200; ++i) {
+    res = client_->Get("/metrics");
+    ASSERT_TRUE(res);
+    metrics = res->body;
+    if (metrics.find("specd_requests_total{status=\"429\"} 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(metrics.find("specd_requests_total{status=\"429\"} 1"), std::string::npos) << metrics;
 }
 
 TEST_F(HttpServerTest, ClientDisconnectCancelsAndFreesKv) {
