@@ -14,6 +14,10 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
   sub->add_option("-t,--threads", f->threads, "Threads per rank (default: cores / tp)");
   sub->add_flag("--no-mmap", f->no_mmap,
                 "Read weights into anonymous memory instead of mmap-ing the file");
+  sub->add_option("--quantize", f->quantize,
+                  "Quantize float weight matrices to q8_0 or q4_0 while loading (same quantizer "
+                  "as specd quantize)")
+      ->check(CLI::IsMember({"q8_0", "q4_0"}));
   sub->add_option("--kv-cache-tokens", f->kv_cache_tokens,
                   "KV cache capacity in tokens, all sequences together (default 4 x context, "
                   "capped at 32768)");
@@ -53,6 +57,7 @@ RunnerOptions ToRunnerOptions(const EngineFlags& f) {
   RunnerOptions o;
   o.model_path = ResolveModelPath(f);
   o.load.use_mmap = !f.no_mmap;
+  if (!f.quantize.empty()) o.load.quantize = f.quantize == "q4_0" ? DType::kQ4_0 : DType::kQ8_0;
   int cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   o.threads = f.threads > 0 ? f.threads : std::max(1, cores / std::max(1, f.tp));
   o.kv_cache_tokens = f.kv_cache_tokens;

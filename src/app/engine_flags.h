@@ -13,6 +13,7 @@ struct EngineFlags {
   std::string model;
   int threads = 0;  // 0: all cores / tp
   bool no_mmap = false;
+  std::string quantize;  // "", q8_0 or q4_0
   int kv_cache_tokens = 0;
   bool no_fuse_allreduce_norm = false;
   int tp = 1;
@@ -29,6 +30,7 @@ void AddSpecFlags(CLI::App* sub, SpecFlags* f);
 StatusOr<SpecOptions> ToSpecOptions(const SpecFlags& f);
 // The model path: --model, else $SPECD_MODEL, else the embedded demo model.
 std::string ResolveModelPath(const EngineFlags& f);
+// REQUIRES: f.quantize is "", "q8_0" or "q4_0" (the flag's check enforces it).
 RunnerOptions ToRunnerOptions(const EngineFlags& f);
 
 }  // namespace specd::app

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "base/clock.h"
@@ -91,6 +92,49 @@ Status Finish(CheckpointBuilder& ck) {
 
 }  // namespace
 
+Status QuantizeOnLoad(CheckpointBuilder& ck, DType dtype) {
+  if (dtype != DType::kQ8_0 && dtype != DType::kQ4_0) {
+    return InvalidArgumentError(fmt::format("--quantize: expected q8_0 or q4_0, got {}",
+                                            DTypeName(dtype)));
+  }
+  // A tied LM head aliases the embedding: quantize the bytes once.
+  std::map<const void*, TensorView> done;
+  int n_quantized = 0, n_kept = 0;
+  std::vector<float> row;
+  for (auto& [name, t] : ck.mutable_tensors()) {
+    if (t.shape.size() != 2) continue;
+    if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16) continue;
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    if (cols % kQuantBlock != 0) {
+      ++n_kept;
+      continue;
+    }
+    auto it = done.find(t.data);
+    if (it == done.end()) {
+      const size_t row_bytes = RowBytes(dtype, cols);
+      std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(rows));
+      row.resize(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        DequantizeRow(t.dtype, t.row(r), row.data(), cols);
+        QuantizeRow(dtype, row.data(), bytes.data() + static_cast<size_t>(r) * row_bytes, cols);
+      }
+      TensorView q = t;
+      q.dtype = dtype;
+      q.data = bytes.data();
+      q.nbytes = bytes.size();
+      ck.AddOwned(std::move(bytes));
+      it = done.emplace(t.data, q).first;
+      ++n_quantized;
+    }
+    const std::string keep_name = t.name;
+    t = it->second;
+    t.name = keep_name;
+  }
+  LOG_INFO("load weights", "quantized {} matrices to {} at load{}", n_quantized, DTypeName(dtype),
+           n_kept ? fmt::format(" ({} kept: rows not a multiple of {})", n_kept, kQuantBlock) : "");
+  return Status::Ok();
+}
+
 StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const std::string& path,
                                                      const LoadOptions& options) {
   Stopwatch sw;
@@ -108,6 +152,7 @@ StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const std::string& path,
         "{}: expected a model folder (config.json + *.safetensors) or a .gguf file", path));
   }
   RETURN_IF_ERROR(Finish(*ck));
+  if (options.quantize) RETURN_IF_ERROR(QuantizeOnLoad(*ck, *options.quantize));
   // Bytes actually held: a tied head aliases the embedding and is counted once.
   std::set<const void*> seen;
   size_t held = 0;

@@ -13,6 +13,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ namespace specd {
 struct LoadOptions {
   bool use_mmap = true;  // false: read into anonymous memory (--no-mmap)
   bool populate = false; // MAP_POPULATE when mmap-ing
+  // Q8_0 or Q4_0: quantize every float matrix (2-D, rows a multiple of 32
+  // elements) at load, row by row with the same quantizer `specd quantize`
+  // uses, so the weights are bit-identical to that GGUF's. The quantized
+  // copies live in anonymous memory owned by the checkpoint.
+  std::optional<DType> quantize;
 };
 
 // Tokenizer data found inside a GGUF file (tokenizer.ggml.*); empty for
@@ -71,6 +77,7 @@ class Checkpoint {
   std::string format_;
   std::map<std::string, TensorView> tensors_;
   std::vector<std::unique_ptr<MappedFile>> files_;
+  std::vector<std::vector<uint8_t>> owned_;  // quantize-on-load copies
   GgufVocab vocab_;
 };
 

@@ -22,6 +22,8 @@ class CheckpointBuilder : public Checkpoint {
     files_.push_back(std::move(f));
     return files_.back().get();
   }
+  // Keeps a buffer (quantize-on-load) alive for as long as the checkpoint.
+  void AddOwned(std::vector<uint8_t> bytes) { owned_.push_back(std::move(bytes)); }
 };
 
 // Format readers used by OpenCheckpoint. `dir` is the model folder;
@@ -30,5 +32,9 @@ StatusOr<std::unique_ptr<CheckpointBuilder>> OpenSafetensorsFolder(const std::st
                                                                    const LoadOptions& options);
 StatusOr<std::unique_ptr<CheckpointBuilder>> OpenGgufFile(const std::string& gguf_path,
                                                           const LoadOptions& options);
+
+// Replaces every float matrix whose rows are whole 32-element blocks by a
+// Q8_0/Q4_0 copy (LoadOptions::quantize).
+Status QuantizeOnLoad(CheckpointBuilder& ck, DType dtype);
 
 }  // namespace specd
