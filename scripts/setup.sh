@@ -9,7 +9,7 @@ PACKAGES=(
   libutf8proc-dev libpcre2-dev
   libopenmpi-dev openmpi-bin
   googletest libgtest-dev libgmock-dev libbenchmark-dev
-  time
+  time gnuplot-nox
 )
 
 missing=()

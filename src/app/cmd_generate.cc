@@ -1,14 +1,17 @@
 // specd generate: one prompt in, text out, with a stats line or --json.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
 #include "app/engine_flags.h"
 #include "app/rank_launch.h"
+#include "base/clock.h"
 #include "base/logging.h"
 #include "runtime/generate.h"
 #include "runtime/spec_generate.h"
@@ -30,6 +33,9 @@ struct GenerateFlags {
   bool json = false;
   bool ignore_eos = false;
   bool baseline = false;
+  bool profile = false;
+  std::string verify_cost;  // "1,4,8,16"
+  int verify_iters = 10;
   SpecFlags spec;
   LaunchFlags launch;
 };
@@ -50,6 +56,46 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
     }
   }
   return ids;
+}
+
+// Times one target forward over n tokens appended to a context holding
+// `prompt` (logits for every token, as a verification pass needs), for each n
+// in `sizes`, and removes them again: the median of `iters` runs, in ms.
+StatusOr<std::vector<double>> MeasureForwardCost(Engine& engine,
+                                                 const std::vector<int32_t>& prompt,
+                                                 const std::vector<int32_t>& sizes, int iters) {
+  const int seq = engine.NewSequence();
+  struct Cleanup {
+    Engine& e;
+    int seq;
+    ~Cleanup() { e.FreeSequence(seq); }
+  } cleanup{engine, seq};
+  ForwardOutput out;
+  SeqInput in;
+  in.seq = seq;
+  in.tokens = prompt;
+  RETURN_IF_ERROR(engine.Forward({in}, false, &out).WithStage("verify cost: prefill"));
+  const int base = engine.kv().Length(seq);
+  std::vector<double> ms;
+  for (int32_t n : sizes) {
+    if (n <= 0 || base + n > engine.config().max_seq_len)
+      return InvalidArgumentError(fmt::format("--verify-cost: {} tokens after a {}-token context "
+                                              "do not fit the context length {}",
+                                              n, base, engine.config().max_seq_len));
+    in.tokens.clear();
+    for (int i = 0; i < n; ++i) in.tokens.push_back(prompt[static_cast<size_t>(i) % prompt.size()]);
+    in.all_logits = true;
+    std::vector<double> runs;
+    for (int it = 0; it < std::max(1, iters) + 1; ++it) {
+      Stopwatch sw;
+      RETURN_IF_ERROR(engine.Forward({in}, false, &out).WithStage("verify cost"));
+      if (it > 0) runs.push_back(sw.Seconds() * 1e3);  // the first run warms caches
+      engine.Truncate(seq, base);
+    }
+    std::sort(runs.begin(), runs.end());
+    ms.push_back(runs[runs.size() / 2]);
+  }
+  return ms;
 }
 
 Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
@@ -97,6 +143,9 @@ Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
                         .WithStage("baseline generate"));
     baseline_tok_s = base.stats.decode_tok_s();
   }
+  // Enabled after the baseline, so the profile covers the reported run only.
+  runner->profile().Reset();
+  runner->profile().set_enabled(f.profile);
   GenerateResult res;
   Status s = GenerateSpeculative(engine, head.get(), spec, req, [&](int32_t id) {
     if (stream) {
@@ -108,6 +157,13 @@ Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
   }, &res);
   RETURN_IF_ERROR(s.WithStage("generate"));
   const GenerateStats& st = res.stats;
+  runner->profile().set_enabled(false);
+  std::vector<int32_t> cost_sizes;
+  std::vector<double> cost;
+  if (!f.verify_cost.empty()) {
+    ASSIGN_OR_RETURN(cost_sizes, ParseIds(f.verify_cost));
+    ASSIGN_OR_RETURN(cost, MeasureForwardCost(engine, req.prompt, cost_sizes, f.verify_iters));
+  }
   if (f.json) {
     nlohmann::json j;
     j["token_ids"] = res.tokens;
@@ -120,7 +176,12 @@ Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
                   {"n_prompt", st.n_prompt},
                   {"n_generated", st.n_generated},
                   {"prefill_s", st.prefill_s},
-                  {"decode_s", st.decode_s}};
+                  {"decode_s", st.decode_s},
+                  {"weight_bytes", st.weight_bytes},
+                  {"threads", runner->pool()->size()}};
+    // Rank 0's seconds inside collectives during decode (waits for the
+    // other ranks included): comm_s / decode_s is communication's share.
+    j["stats"]["comm_s"] = st.comm_s;
     if (spec.algorithm != SpecAlgorithm::kNone) {
       j["stats"]["accept_length_mean"] = st.accept_length_mean();
       j["stats"]["accept_hist"] = st.accept_hist;
@@ -131,6 +192,12 @@ Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
     if (baseline_tok_s > 0) {
       j["stats"]["baseline_decode_tok_s"] = baseline_tok_s;
       j["stats"]["speedup"] = st.decode_tok_s() / baseline_tok_s;
+    }
+    if (f.profile) j["profile"] = ProfileJson(runner->profile());
+    if (!cost.empty()) {
+      nlohmann::json vc = nlohmann::json::array();
+      for (size_t i = 0; i < cost.size(); ++i) vc.push_back({{"n", cost_sizes[i]}, {"ms", cost[i]}});
+      j["forward_cost"] = vc;
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
@@ -160,10 +227,37 @@ Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
                    100 * st.verify_s / std::max(1e-9, st.decode_s));
     }
   }
+  if (f.profile) std::fputs(runner->profile().FormatTable().c_str(), stderr);
+  if (!cost.empty()) {
+    std::fprintf(stderr, "[forward over n tokens after %zu prompt tokens (median of %d):",
+                 req.prompt.size(), f.verify_iters);
+    for (size_t i = 0; i < cost_sizes.size(); ++i)
+      std::fprintf(stderr, " n=%d %.2f ms (%.2fx n=%d)", cost_sizes[i], cost[i], cost[i] / cost[0],
+                   cost_sizes[0]);
+    std::fprintf(stderr, "]\n");
+  }
   return Status::Ok();
 }
 
 }  // namespace
+
+nlohmann::json ProfileJson(const OpProfile& p) {
+  nlohmann::json j = nlohmann::json::object();
+  const std::pair<ProfPhase, const char*> phases[] = {{ProfPhase::kPrefill, "prefill"},
+                                                      {ProfPhase::kDecode, "decode"}};
+  for (const auto& [phase, name] : phases) {
+    const OpProfile::Cell& st = p.steps(phase);
+    if (st.calls == 0) continue;
+    nlohmann::json ops = nlohmann::json::object();
+    for (int o = 0; o < static_cast<int>(ProfOp::kCount); ++o) {
+      const OpProfile::Cell& c = p.cell(phase, static_cast<ProfOp>(o));
+      if (c.calls == 0) continue;
+      ops[ProfOpName(static_cast<ProfOp>(o))] = {{"ms", c.ns * 1e-6}, {"calls", c.calls}};
+    }
+    j[name] = {{"steps", st.calls}, {"step_ms_total", st.ns * 1e-6}, {"ops", ops}};
+  }
+  return j;
+}
 
 void AddGenerateCommand(CLI::App& root, int* exit_code) {
   auto* f = new GenerateFlags();  // lives as long as the CLI
@@ -185,6 +279,16 @@ void AddGenerateCommand(CLI::App& root, int* exit_code) {
   sub->add_flag("--json", f->json,
                 "Print one JSON object: token_ids (generated only), text, finish_reason, stats "
                 "{prefill_tok_s, decode_tok_s, decode_gb_s, ...}");
+  sub->add_flag("--profile", f->profile,
+                "Time each op (matmul qkv / o / gate-up / down, lm_head, attention, norms, rope, "
+                "allreduce, sampling, draft, verify) and print a table per phase (prefill, "
+                "decode) on stderr; with --json also as \"profile\"");
+  sub->add_option("--verify-cost", f->verify_cost,
+                  "After generating, time one forward over N tokens (all logits, as a "
+                  "verification pass) after the prompt, for each N of a list such as 1,4,8,16; "
+                  "printed on stderr, with --json as \"forward_cost\": [{\"n\", \"ms\"}]");
+  sub->add_option("--verify-iters", f->verify_iters,
+                  "Runs per --verify-cost size; the median is reported (default 10)");
   AddLaunchFlags(sub, &f->engine, &f->launch);
   sub->callback([f, exit_code, sub] {
     if (f->prompt.empty() && f->prompt_ids.empty()) f->prompt = "Once upon a time";

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "base/op_profile.h"
 
 namespace specd::app {
 
@@ -17,5 +20,9 @@ void AddBenchCommand(CLI::App& root, int* exit_code);
 void AddCommBenchCommand(CLI::App& root, int* exit_code);
 void AddDoctorCommand(CLI::App& root, int* exit_code);
 void AddDiagnoseCommand(CLI::App& root, int* exit_code);
+
+// {"prefill"|"decode": {"steps", "step_ms_total", "ops": {name: {"ms", "calls"}}}}
+// for the phases with recorded steps (specd generate --profile --json).
+nlohmann::json ProfileJson(const OpProfile& p);
 
 }  // namespace specd::app

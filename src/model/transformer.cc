@@ -193,7 +193,9 @@ Status Transformer::Forward(const std::vector<SeqInput>& batch, KvCache* kv, For
   float* up = Grow(up_, size_t(T) * fd);
   int32_t* pos = Grow(pos_, size_t(T));
 
+  OpProfile* prof = profile_;
   for (size_t s = 0; s < batch.size(); ++s) {
+    OpTimer timer(prof, ProfOp::kEmbed);
     const SeqInput& in = batch[s];
     for (size_t i = 0; i < in.tokens.size(); ++i) {
       int t = offset[s] + static_cast<int>(i);
@@ -214,23 +216,34 @@ Status Transformer::Forward(const std::vector<SeqInput>& batch, KvCache* kv, For
   };
 
   const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
-  kernels::RmsNorm(x, layers_[0].attn_norm.data(), T, H, c.norm_eps, xn);
+  {
+    OpTimer timer(prof, ProfOp::kNorm);
+    kernels::RmsNorm(x, layers_[0].attn_norm.data(), T, H, c.norm_eps, xn);
+  }
   for (int l = 0; l < c.n_layers; ++l) {
     Layer& L = layers_[l];
     capture(l);
-    kernels::MatMul(L.wq.w, xn, T, q, pool_);
-    kernels::MatMul(L.wk.w, xn, T, k, pool_);
-    kernels::MatMul(L.wv.w, xn, T, v, pool_);
-    AddBias(L.wq.bias, T, q);
-    AddBias(L.wk.bias, T, k);
-    AddBias(L.wv.bias, T, v);
+    {
+      OpTimer timer(prof, ProfOp::kMatQkv);
+      kernels::MatMul(L.wq.w, xn, T, q, pool_);
+      kernels::MatMul(L.wk.w, xn, T, k, pool_);
+      kernels::MatMul(L.wv.w, xn, T, v, pool_);
+      AddBias(L.wq.bias, T, q);
+      AddBias(L.wk.bias, T, k);
+      AddBias(L.wv.bias, T, v);
+    }
     if (c.qk_norm) {
+      OpTimer timer(prof, ProfOp::kNorm);
       kernels::RmsNorm(q, L.q_norm.data(), T * nq, hd, c.norm_eps, q);
       kernels::RmsNorm(k, L.k_norm.data(), T * nkv, hd, c.norm_eps, k);
     }
-    kernels::Rope(q, T, nq, hd, pos, inv_freq_.data(), interleaved);
-    kernels::Rope(k, T, nkv, hd, pos, inv_freq_.data(), interleaved);
+    {
+      OpTimer timer(prof, ProfOp::kRope);
+      kernels::Rope(q, T, nq, hd, pos, inv_freq_.data(), interleaved);
+      kernels::Rope(k, T, nkv, hd, pos, inv_freq_.data(), interleaved);
+    }
     for (size_t s = 0; s < batch.size(); ++s) {
+      OpTimer timer(prof, ProfOp::kAttention);
       const SeqInput& in = batch[s];
       int n = static_cast<int>(in.tokens.size());
       for (int i = 0; i < n; ++i) {
@@ -242,15 +255,31 @@ Status Transformer::Forward(const std::vector<SeqInput>& batch, KvCache* kv, For
                          in.tree_mask.empty() ? nullptr : in.tree_mask.data(), nq, nkv, hd,
                          att + size_t(offset[s]) * qd, pool_);
     }
-    kernels::MatMul(L.wo.w, att, T, o, pool_);
-    RETURN_IF_ERROR(NormAndAllReduce(o, L.ffn_norm.data(), T)
-                        .WithStage(fmt::format("layer {} attention allreduce", l)));
-    kernels::MatMul(L.w_gate.w, xn, T, gate, pool_);
-    kernels::MatMul(L.w_up.w, xn, T, up, pool_);
-    kernels::SwiGLU(gate, up, int64_t{T} * fd, gate);
-    kernels::MatMul(L.w_down.w, gate, T, o, pool_);
+    {
+      OpTimer timer(prof, ProfOp::kMatO);
+      kernels::MatMul(L.wo.w, att, T, o, pool_);
+    }
+    {
+      OpTimer timer(prof, ProfOp::kAllReduce);
+      RETURN_IF_ERROR(NormAndAllReduce(o, L.ffn_norm.data(), T)
+                          .WithStage(fmt::format("layer {} attention allreduce", l)));
+    }
+    {
+      OpTimer timer(prof, ProfOp::kMatGateUp);
+      kernels::MatMul(L.w_gate.w, xn, T, gate, pool_);
+      kernels::MatMul(L.w_up.w, xn, T, up, pool_);
+    }
+    {
+      OpTimer timer(prof, ProfOp::kSwiGlu);
+      kernels::SwiGLU(gate, up, int64_t{T} * fd, gate);
+    }
+    {
+      OpTimer timer(prof, ProfOp::kMatDown);
+      kernels::MatMul(L.w_down.w, gate, T, o, pool_);
+    }
     const float* next_norm =
         l + 1 < c.n_layers ? layers_[l + 1].attn_norm.data() : final_norm_.data();
+    OpTimer timer(prof, ProfOp::kAllReduce);
     RETURN_IF_ERROR(
         NormAndAllReduce(o, next_norm, T).WithStage(fmt::format("layer {} mlp allreduce", l)));
   }
@@ -266,6 +295,7 @@ Status Transformer::Forward(const std::vector<SeqInput>& batch, KvCache* kv, For
     int n = static_cast<int>(batch[s].tokens.size());
     for (int i = batch[s].all_logits ? 0 : n - 1; i < n; ++i) rows.push_back(offset[s] + i);
   }
+  OpTimer head_timer(prof, ProfOp::kLmHead);
   const int R = static_cast<int>(rows.size());
   float* hr = Grow(att_, size_t(R) * H);  // att is free now; reuse as (R, H)
   for (int r = 0; r < R; ++r)

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/op_profile.h"
 #include "base/status.h"
 #include "comm/communicator.h"
 #include "kernels/ops.h"
@@ -82,6 +83,9 @@ class Transformer {
   void SetCaptureLayers(std::vector<int> layers) { capture_ = std::move(layers); }
   const std::vector<int>& capture_layers() const { return capture_; }
 
+  // Per-op timers for --profile (null: off). Not owned; must outlive Forward calls.
+  void SetProfile(OpProfile* profile) { profile_ = profile; }
+
   // Runs one step: appends each sequence's tokens to its KV cache (reserving
   // pages; ResourceExhausted if full, nothing appended) and computes logits.
   // REQUIRES: every seq live in `kv`; tokens < vocab_size (checked).
@@ -108,6 +112,7 @@ class Transformer {
   std::vector<float> inv_freq_;
   std::vector<int> capture_;
   size_t weight_bytes_ = 0;
+  OpProfile* profile_ = nullptr;
 
   // Scratch, grown to the largest batch seen.
   std::vector<float> x_, xn_, q_, k_, v_, att_, o_, gate_, up_, logits_local_, gathered_;

@@ -44,6 +44,11 @@ Status GeneratePlain(Engine& engine, const GenerateRequest& req, const TokenCall
   const int max_new = std::min<int64_t>(req.max_tokens, c.max_seq_len - req.prompt.size() + 1);
 
   Sampler sampler(req.sampling.seed);
+  // --profile: a step is a forward pass plus the sampling of its logits; the
+  // prefill step is the prompt's forward plus the first token's sampling.
+  OpProfile& prof = engine.runner().profile();
+  prof.set_phase(ProfPhase::kPrefill);
+  int64_t step_start = prof.enabled() ? NowNanos() : 0;
   int seq = engine.NewSequence();
   ForwardOutput out;
   Stopwatch sw;
@@ -60,7 +65,17 @@ Status GeneratePlain(Engine& engine, const GenerateRequest& req, const TokenCall
   double comm0 = engine.runner().comm()->comm_seconds();
   result->finish_reason = "length";
   while (true) {
-    int32_t tok = sampler.Sample(out.logits.data(), c.vocab_size, req.sampling);
+    int32_t tok;
+    {
+      OpTimer timer(&prof, ProfOp::kSampling);
+      tok = sampler.Sample(out.logits.data(), c.vocab_size, req.sampling);
+    }
+    if (prof.enabled()) {
+      const int64_t now = NowNanos();
+      prof.AddStep(now - step_start);
+      prof.set_phase(ProfPhase::kDecode);
+      step_start = now;
+    }
     result->tokens.push_back(tok);
     bool stop = std::find(req.stop_ids.begin(), req.stop_ids.end(), tok) != req.stop_ids.end();
     if (!on_token(tok)) {

@@ -26,6 +26,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
   auto model = Transformer::Create(*r->ckpt_, *plan, comm, r->pool_.get(), options.transformer);
   if (!model.ok()) return std::move(model).TakeStatus().WithStage("load weights");
   r->model_ = std::move(model).value();
+  r->model_->SetProfile(&r->profile_);
   int tokens = options.kv_cache_tokens > 0 ? options.kv_cache_tokens
                                            : std::min(c.max_seq_len, 8192) * 4;
   int pages = (tokens + options.page_size - 1) / options.page_size;

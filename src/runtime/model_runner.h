@@ -42,6 +42,8 @@ class ModelRunner {
   KvCache& kv() { return *kv_; }
   Communicator* comm() { return comm_; }
   kernels::ThreadPool* pool() { return pool_.get(); }
+  // Per-op timers of this rank's forward passes; off until enabled.
+  OpProfile& profile() { return profile_; }
 
  private:
   ModelRunner() = default;
@@ -51,6 +53,7 @@ class ModelRunner {
   std::unique_ptr<KvCache> kv_;
   Communicator* comm_ = nullptr;
   std::vector<int> capture_layers_;
+  OpProfile profile_;
 };
 
 // Moves step descriptors from rank 0 to the other ranks over the

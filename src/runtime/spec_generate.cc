@@ -44,6 +44,18 @@ Status GenerateSpeculative(Engine& engine, Eagle3Head* head, const SpecOptions& 
     ~Cleanup() { e.FreeSequence(seq); }
   } cleanup{engine, seq};
 
+  // --profile: the prefill step is the prompt's forward, the first sample and
+  // the draft head's prefill; a decode step is one draft-verify-commit round.
+  OpProfile& prof = engine.runner().profile();
+  prof.set_phase(ProfPhase::kPrefill);
+  int64_t step_start = prof.enabled() ? NowNanos() : 0;
+  auto end_step = [&] {
+    if (!prof.enabled()) return;
+    const int64_t now = NowNanos();
+    prof.AddStep(now - step_start);
+    prof.set_phase(ProfPhase::kDecode);
+    step_start = now;
+  };
   ForwardOutput out;
   Stopwatch sw;
   SeqInput in;
@@ -51,13 +63,19 @@ Status GenerateSpeculative(Engine& engine, Eagle3Head* head, const SpecOptions& 
   in.tokens = req.prompt;
   RETURN_IF_ERROR(engine.Forward({in}, eagle, &out));
   std::vector<int32_t> history = req.prompt;
-  int32_t tok = sampler.Sample(out.logits.data(), V, req.sampling);
+  int32_t tok;
+  {
+    OpTimer timer(&prof, ProfOp::kSampling);
+    tok = sampler.Sample(out.logits.data(), V, req.sampling);
+  }
   SpecSequence spec(opt, head, c);
   if (eagle) {
+    OpTimer timer(&prof, ProfOp::kDraft);
     std::vector<int32_t> next(req.prompt.begin() + 1, req.prompt.end());
     next.push_back(tok);
     RETURN_IF_ERROR(spec.ExtendPrefill(out.aux_hidden.data(), next, 0));
   }
+  end_step();
   st.prefill_s = sw.Seconds();
   sw.Reset();
   double comm0 = engine.runner().comm()->comm_seconds();
@@ -85,14 +103,21 @@ Status GenerateSpeculative(Engine& engine, Eagle3Head* head, const SpecOptions& 
   while (true) {
     const int L = engine.kv().Length(seq);
     Stopwatch phase;
-    s = spec.Draft(history, L, seq, &in);
+    {
+      OpTimer timer(&prof, ProfOp::kDraft);
+      s = spec.Draft(history, L, seq, &in);
+    }
     if (!s.ok()) return s;
     st.draft_s += phase.Seconds();
     phase.Reset();
     s = engine.Forward({in}, eagle, &out);
     if (!s.ok()) break;
     st.target_forwards++;
-    VerifyResult vr = spec.Commit(engine, seq, L, out.logits.data(), req.sampling, &sampler);
+    VerifyResult vr;
+    {
+      OpTimer timer(&prof, ProfOp::kVerify);
+      vr = spec.Commit(engine, seq, L, out.logits.data(), req.sampling, &sampler);
+    }
     st.verify_s += phase.Seconds();
     if (st.accept_hist.size() < vr.emitted.size()) st.accept_hist.resize(vr.emitted.size(), 0);
     st.accept_hist[vr.emitted.size() - 1]++;
@@ -100,13 +125,18 @@ Status GenerateSpeculative(Engine& engine, Eagle3Head* head, const SpecOptions& 
     for (int32_t t : vr.emitted) {
       if (!(go = emit(t))) break;
     }
-    if (!go) break;
+    if (!go) {
+      end_step();
+      break;
+    }
     if (eagle) {
+      OpTimer timer(&prof, ProfOp::kDraft);
       phase.Reset();
       s = spec.ExtendAccepted(vr, out.aux_hidden.data(), L);
       if (!s.ok()) break;
       st.draft_s += phase.Seconds();
     }
+    end_step();
   }
   st.decode_s = sw.Seconds();
   st.comm_s = engine.runner().comm()->comm_seconds() - comm0;
