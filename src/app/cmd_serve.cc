@@ -1,10 +1,14 @@
 // specd serve: the OpenAI-compatible HTTP server with continuous batching.
 // Listens first (so /health answers 503 while the model loads), then loads
-// the model, tokenizer and optional draft head and attaches them.
+// the model, tokenizer and optional draft head and attaches them. With --tp N
+// the server and scheduler run on rank 0 and the other ranks follow its step
+// descriptors (app/rank_launch.h).
+#include <algorithm>
 #include <cstdlib>
 
 #include "app/commands.h"
 #include "app/engine_flags.h"
+#include "app/rank_launch.h"
 #include "base/logging.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -15,52 +19,82 @@ namespace {
 struct ServeFlags {
   EngineFlags engine;
   SpecFlags spec;
+  LaunchFlags launch;
   server::ServerOptions server;
   int max_body_bytes = 4 << 20;
 };
 
-Status RunServe(ServeFlags& f, int* exit_code) {
-  server::ServerOptions& so = f.server;
-  if (so.api_key.empty()) {
-    if (const char* k = std::getenv("SPECD_API_KEY"); k && *k) so.api_key = k;
-  }
-  if (f.max_body_bytes <= 0)
-    return InvalidArgumentError("--max-body-bytes: must be > 0, got " +
-                                std::to_string(f.max_body_bytes));
-  so.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
-  if (f.engine.tp > 1)
-    return UnsupportedError("--tp " + std::to_string(f.engine.tp) +
-                            ": tensor-parallel serving starts ranks through the launcher, which "
-                            "this build does not have yet; use --tp 1");
-  RunnerOptions ro = ToRunnerOptions(f.engine);
-  so.model_path = ro.model_path;
-  ASSIGN_OR_RETURN(so.scheduler.spec, ToSpecOptions(f.spec));
-
-  server::OpenAiServer srv(so);
-  RETURN_IF_ERROR(srv.Start());
-
-  std::unique_ptr<Communicator> comm = NewLocalCommunicator();
-  ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(ro, comm.get()));
+// Rank 0's part: load the tokenizer and draft head, attach the engine to the
+// already listening server, and serve until SIGINT/SIGTERM or until the
+// engine fails (a rank died), then shut down.
+Status ServeOnRank0(const ServeFlags& f, server::OpenAiServer& srv, ModelRunner& runner,
+                    Engine& engine) {
+  const server::ServerOptions& so = f.server;
   std::unique_ptr<Tokenizer> tok;
-  auto t = LoadTokenizerForModel(ro.model_path);
+  auto t = LoadTokenizerForModel(so.model_path);
   if (t.ok()) tok = std::move(t).value();
   else LOG_WARN("tokenizer", "no tokenizer ({}): only token-id prompts on /v1/completions",
                 t.status().message());
   std::unique_ptr<Eagle3Head> head;
   if (so.scheduler.spec.algorithm == SpecAlgorithm::kEagle3) {
-    auto h = Eagle3Head::Create(f.spec.draft_model, runner->model(), ro.load, runner->pool());
+    const RunnerOptions ro = ToRunnerOptions(f.engine);
+    auto h = Eagle3Head::Create(f.spec.draft_model, runner.model(), ro.load, runner.pool());
     if (!h.ok()) return std::move(h).TakeStatus().WithStage("load draft model");
     head = std::move(h).value();
-    runner->SetCaptureLayers(head->aux_layers());
+    runner.SetCaptureLayers(head->aux_layers());
   }
-  Engine engine(runner.get());
-  RETURN_IF_ERROR(srv.Attach(&engine, tok.get(), head.get()));
-  server::WaitForTerminationSignal();
-  LOG_INFO("serve", "signal received: shutting down");
+  Status s = srv.Attach(&engine, tok.get(), head.get());
+  if (!s.ok()) {
+    srv.Shutdown();
+    return s;
+  }
+  bool signalled = false;
+  while (!(signalled = server::WaitForTerminationSignalFor(0.2))) {
+    if (srv.scheduler() != nullptr && !srv.scheduler()->healthy()) break;
+  }
+  if (signalled) LOG_INFO("serve", "signal received: shutting down");
+  else LOG_ERROR("serve", "the engine failed: shutting down");
   srv.Shutdown();
-  RETURN_IF_ERROR(engine.Shutdown());
-  *exit_code = 0;
+  if (srv.scheduler() != nullptr && !srv.scheduler()->healthy())
+    return srv.scheduler()->failure().WithStage("serve");
   return Status::Ok();
+}
+
+int RunServe(ServeFlags& f) {
+  server::ServerOptions& so = f.server;
+  if (so.api_key.empty()) {
+    if (const char* k = std::getenv("SPECD_API_KEY"); k && *k) so.api_key = k;
+  }
+  if (f.max_body_bytes <= 0) {
+    LOG_ERROR("serve", "--max-body-bytes: must be > 0, got {}", f.max_body_bytes);
+    return 2;
+  }
+  so.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
+  so.model_path = ToRunnerOptions(f.engine).model_path;
+  auto spec = ToSpecOptions(f.spec);
+  if (!spec.ok()) {
+    LogStatus(spec.status());
+    return 2;
+  }
+  so.scheduler.spec = *spec;
+
+  // The server lives on rank 0 (in its process with --tp N): it listens
+  // before the model loads and turns healthy once every rank is ready.
+  std::unique_ptr<server::OpenAiServer> srv;
+  RankJob job;
+  job.rank0_prepare = [&] {
+    srv = std::make_unique<server::OpenAiServer>(so);
+    return srv->Start();
+  };
+  job.rank0_main = [&](ModelRunner& runner, Engine& engine) {
+    Status s = ServeOnRank0(f, *srv, runner, engine);
+    srv.reset();
+    return s;
+  };
+  // Rank 0 shuts down gracefully (the grace period, then cancellation) and
+  // then releases the other ranks.
+  job.rank0_stop_s = std::max(0.0, so.shutdown_grace_s) + 10;
+  return RunOnRanks(f.engine, f.launch, job);
 }
 
 }  // namespace
@@ -70,6 +104,7 @@ void AddServeCommand(CLI::App& root, int* exit_code) {
   auto* sub = root.add_subcommand("serve", "OpenAI-compatible HTTP server (continuous batching)");
   AddEngineFlags(sub, &f->engine);
   AddSpecFlags(sub, &f->spec);
+  AddLaunchFlags(sub, &f->engine, &f->launch);
   server::ServerOptions& so = f->server;
   sub->add_option("--host", so.host, "Address to listen on (default 127.0.0.1: this machine only)");
   sub->add_option("--port", so.port, "TCP port (default 8000; 0: any free port)");
@@ -93,13 +128,7 @@ void AddServeCommand(CLI::App& root, int* exit_code) {
                   "Seconds a client may take to send a request (default 30)");
   sub->add_option("--shutdown-grace", so.shutdown_grace_s,
                   "Seconds in-flight requests may run after SIGINT/SIGTERM (default 5)");
-  sub->callback([f, exit_code] {
-    Status s = RunServe(*f, exit_code);
-    if (!s.ok()) {
-      LogStatus(s);
-      *exit_code = 1;
-    }
-  });
+  sub->callback([f, exit_code] { *exit_code = RunServe(*f); });
 }
 
 }  // namespace specd::app

@@ -1,8 +1,14 @@
 #include "app/rank_launch.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include "base/logging.h"
+#include "comm/fault_injection.h"
 #include "comm/mpi_communicator.h"
 #include "comm/shm_group.h"
+#include "launch/cpu_bind.h"
 #include "launch/supervisor.h"
 
 namespace specd::app {
@@ -16,24 +22,48 @@ void AddLaunchFlags(CLI::App* sub, EngineFlags* engine, LaunchFlags* f) {
                   "(run under mpirun; shared memory inside a host, MPI between hosts)");
   sub->add_option("--allreduce-algo", f->allreduce_algo,
                   "one-shot | two-shot | mpi | auto (default: the capability registry decides)");
+  sub->add_option("--cpu-bind", f->cpu_bind,
+                  "Pin rank processes to CPUs: none (default), cores (rank r gets --threads "
+                  "consecutive CPUs from r x threads), or one CPU list per rank separated by "
+                  "':' (e.g. 0:1 or 0-3:4-7)");
   sub->add_option("--report-file", f->report_file,
                   "On failure, also write the root-cause report as JSON to this file");
 }
 
 namespace {
 
+// This host's rank index (mpirun sets OMPI_COMM_WORLD_LOCAL_RANK).
+int LocalRank(int rank, const std::string& comm) {
+  if (comm == "mpi") {
+    if (const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"); v && *v) return std::atoi(v);
+  }
+  return rank;
+}
+
 // Loads this rank's shard, then either drives (rank 0) or follows.
 Status RankBody(Communicator* comm, const EngineFlags& ef, const LaunchFlags& lf,
-                const std::function<Status(ModelRunner&, Engine&)>& rank0_main,
+                const std::vector<std::vector<int>>& cpus, const RankJob& job,
                 RankReporter* reporter) {
   ASSIGN_OR_RETURN(AllreduceAlgo algo, ParseAllreduceAlgo(lf.allreduce_algo));
   comm->SetAllreduceAlgo(algo);
+  // Test hook (comm/fault_injection.h); declared before the runner that uses it.
+  std::unique_ptr<Communicator> fault = NewFaultInjectingCommunicator(comm);
+  if (fault) comm = fault.get();
+  // Pin before any thread starts (the HTTP server's, the thread pool's), so
+  // they all inherit it.
+  const int local = LocalRank(comm->rank(), lf.comm);
+  if (local >= 0 && local < static_cast<int>(cpus.size()) && !cpus[local].empty()) {
+    RETURN_IF_ERROR(launch::BindThisProcess(cpus[local]).WithStage("cpu bind"));
+    LOG_INFO("launch", "rank {} pinned to CPUs {}", comm->rank(), launch::FormatCpuList(cpus[local]));
+  }
+  if (comm->rank() == 0 && job.rank0_prepare) RETURN_IF_ERROR(job.rank0_prepare());
   ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(ToRunnerOptions(ef), comm));
   RETURN_IF_ERROR(comm->Barrier().WithStage("wait for ranks ready"));
   if (reporter) reporter->Ready();
+  LOG_INFO("launch", "rank {} ready (pid {})", comm->rank(), static_cast<int>(::getpid()));
   if (comm->rank() != 0) return RunWorkerLoop(runner.get()).WithStage("worker loop");
   Engine engine(runner.get());
-  Status s = rank0_main(*runner, engine);
+  Status s = job.rank0_main(*runner, engine);
   Status down = engine.Shutdown();
   return s.ok() ? down : s;
 }
@@ -42,6 +72,31 @@ Status RankBody(Communicator* comm, const EngineFlags& ef, const LaunchFlags& lf
 
 int RunOnRanks(const EngineFlags& ef, const LaunchFlags& lf,
                const std::function<Status(ModelRunner&, Engine&)>& rank0_main) {
+  RankJob job;
+  job.rank0_main = rank0_main;
+  return RunOnRanks(ef, lf, job);
+}
+
+int RunOnRanks(const EngineFlags& ef, const LaunchFlags& lf, const RankJob& job) {
+  if (lf.comm != "shm" && lf.comm != "mpi") {
+    LOG_ERROR("launch", "--comm: expected 'shm' or 'mpi', got '{}'", lf.comm);
+    return 2;
+  }
+  if (ef.tp < 1) {
+    LOG_ERROR("launch", "--tp: expected a number of ranks >= 1, got {}", ef.tp);
+    return 2;
+  }
+  const int threads = ToRunnerOptions(ef).threads;
+  std::vector<std::vector<int>> cpus;
+  auto plan_for = [&](int world) -> bool {
+    auto p = launch::PlanCpuBinding(lf.cpu_bind, world, threads, launch::AllowedCpus());
+    if (!p.ok()) {
+      LogStatus(p.status());
+      return false;
+    }
+    cpus = std::move(p).value();
+    return true;
+  };
   if (lf.comm == "mpi") {
     auto comm = NewMpiCommunicator(MpiOptionsFromEnv());
     if (!comm.ok()) {
@@ -49,20 +104,19 @@ int RunOnRanks(const EngineFlags& ef, const LaunchFlags& lf,
       return 1;
     }
     SetLogRank((*comm)->rank());
-    Status s = RankBody(comm->get(), ef, lf, rank0_main, nullptr);
+    // Bind by the local rank: every host plans for the ranks it may hold.
+    if (!plan_for((*comm)->world_size())) return 2;
+    Status s = RankBody(comm->get(), ef, lf, cpus, job, nullptr);
     if (!s.ok()) {
       LogStatus(s.WithRank((*comm)->rank()));
       return 1;
     }
     return 0;
   }
-  if (lf.comm != "shm") {
-    LOG_ERROR("launch", "--comm: expected 'shm' or 'mpi', got '{}'", lf.comm);
-    return 2;
-  }
-  if (ef.tp <= 1) {
+  if (!plan_for(ef.tp)) return 2;
+  if (ef.tp == 1) {
     auto comm = NewLocalCommunicator();
-    Status s = RankBody(comm.get(), ef, lf, rank0_main, nullptr);
+    Status s = RankBody(comm.get(), ef, lf, cpus, job, nullptr);
     if (!s.ok()) {
       LogStatus(s);
       return 1;
@@ -78,6 +132,7 @@ int RunOnRanks(const EngineFlags& ef, const LaunchFlags& lf,
   SupervisorOptions sup;
   sup.world = ef.tp;
   sup.report_file = lf.report_file;
+  sup.rank0_stop_s = job.rank0_stop_s;
   sup.on_all_ready = [&] { LOG_INFO("launch", "all {} ranks ready", ef.tp); };
   return Supervise(sup, [&](int rank, RankReporter& rep) {
     auto comm = JoinShmGroup(**group, rank, so);
@@ -87,7 +142,7 @@ int RunOnRanks(const EngineFlags& ef, const LaunchFlags& lf,
       rep.Fail(s);
       return 1;
     }
-    Status s = RankBody(comm->get(), ef, lf, rank0_main, &rep);
+    Status s = RankBody(comm->get(), ef, lf, cpus, job, &rep);
     if (!s.ok()) {
       s.WithRank(rank);
       LogStatus(s);

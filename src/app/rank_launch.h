@@ -1,6 +1,6 @@
 // Runs a model-serving job on one rank, on --tp N forked rank processes over
 // shared memory (supervised, root cause first on failure), or on ranks
-// started by mpirun (--comm mpi). Rank 0 runs `rank0_main`; the other ranks
+// started by mpirun (--comm mpi). Rank 0 runs the job; the other ranks
 // follow rank 0's step descriptors until it shuts them down.
 #pragma once
 
@@ -16,11 +16,28 @@ struct LaunchFlags {
   std::string comm = "shm";  // shm | mpi
   std::string report_file;
   std::string allreduce_algo = "auto";
+  std::string cpu_bind = "none";  // none | cores | per-rank CPU lists (launch/cpu_bind.h)
 };
 
 void AddLaunchFlags(CLI::App* sub, EngineFlags* engine, LaunchFlags* f);
 
-// Returns the process exit code.
+// What rank 0 runs. The other ranks only load their shard and follow.
+struct RankJob {
+  // Optional: runs on rank 0 before the model loads (serve starts listening,
+  // so /health answers 503 while every rank loads).
+  std::function<Status()> rank0_prepare;
+  // Runs on rank 0 once every rank has loaded (a barrier); the engine is
+  // shut down (the other ranks leave their loops) when it returns.
+  std::function<Status(ModelRunner& runner, Engine& engine)> rank0_main;
+  // > 0: rank 0 handles SIGINT/SIGTERM itself within this many seconds
+  // (SupervisorOptions::rank0_stop_s); 0: every rank is simply stopped.
+  double rank0_stop_s = 0;
+};
+
+// Returns the process exit code: 0 on success; 1 on a failure (report on
+// stderr); 2 on bad launch flags; with --tp N after SIGINT/SIGTERM, 0 when
+// every rank shut down cleanly, else 128 + the signal number.
+int RunOnRanks(const EngineFlags& engine_flags, const LaunchFlags& launch, const RankJob& job);
 int RunOnRanks(const EngineFlags& engine_flags, const LaunchFlags& launch,
                const std::function<Status(ModelRunner& runner, Engine& engine)>& rank0_main);
 

@@ -15,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/logging.h"
+#include "launch/failure_report.h"
 
 namespace specd {
 namespace {
@@ -39,48 +40,6 @@ std::vector<std::string> SplitTabs(const std::string& s) {
   return out;
 }
 
-bool IsConsequence(const ObservedFailure& f) {
-  return f.killed_by_supervisor || f.code == "DeadlineExceeded" || f.code == "Unavailable" ||
-         f.code == "Cancelled";
-}
-
-// Index of the root cause: the earliest failure that is not a consequence,
-// else the earliest failure.
-size_t RootCause(const std::vector<ObservedFailure>& fs) {
-  size_t best = fs.size();
-  for (size_t i = 0; i < fs.size(); ++i) {
-    if (IsConsequence(fs[i])) continue;
-    if (best == fs.size() || fs[i].time_s < fs[best].time_s) best = i;
-  }
-  if (best != fs.size()) return best;
-  best = 0;
-  for (size_t i = 1; i < fs.size(); ++i)
-    if (fs[i].time_s < fs[best].time_s) best = i;
-  return best;
-}
-
-std::string Describe(const ObservedFailure& f) {
-  std::string s;
-  if (!f.message.empty()) {
-    s = (f.code.empty() ? "" : f.code + ": ") + f.message;
-  } else if (f.signal > 0) {
-    s = std::string("killed by signal ") + std::to_string(f.signal) + " (" +
-        (sigabbrev_np(f.signal) ? std::string("SIG") + sigabbrev_np(f.signal) : "?") + ")";
-  } else {
-    s = "exited with code " + std::to_string(f.exit_code);
-  }
-  return s;
-}
-
-std::string DefaultHint(const ObservedFailure& f) {
-  if (!f.hint.empty()) return f.hint;
-  if (f.signal == SIGKILL)
-    return "SIGKILL usually means the OOM killer or an operator: check `dmesg` and memory use";
-  if (f.signal == SIGSEGV || f.signal == SIGABRT || f.signal == SIGBUS)
-    return "the rank crashed: this is a bug in specd, please report it with this log";
-  return "";
-}
-
 }  // namespace
 
 void RankReporter::Send(const std::string& line) {
@@ -103,60 +62,6 @@ void RankReporter::Fail(const Status& s) {
        "\t" + Clean(s.message()));
 }
 
-std::string FormatFailureText(const std::vector<ObservedFailure>& fs) {
-  if (fs.empty()) return "";
-  size_t root = RootCause(fs);
-  const ObservedFailure& r = fs[root];
-  std::string out = "==== specd: rank " + std::to_string(r.rank) + " failed";
-  if (!r.stage.empty()) out += " during '" + r.stage + "'";
-  out += " (root cause) ====\n";
-  out += "  rank:    " + std::to_string(r.rank) + "\n";
-  out += "  stage:   " + (r.stage.empty() ? std::string("(process exit)") : r.stage) + "\n";
-  out += "  error:   " + Describe(r) + "\n";
-  std::string hint = DefaultHint(r);
-  if (!hint.empty()) out += "  hint:    " + hint + "\n";
-  std::vector<size_t> rest;
-  for (size_t i = 0; i < fs.size(); ++i)
-    if (i != root) rest.push_back(i);
-  std::sort(rest.begin(), rest.end(), [&](size_t a, size_t b) { return fs[a].time_s < fs[b].time_s; });
-  if (!rest.empty()) {
-    out += "  consequences (" + std::to_string(rest.size()) + "):\n";
-    for (size_t i : rest) {
-      const ObservedFailure& f = fs[i];
-      out += "    rank " + std::to_string(f.rank);
-      if (!f.stage.empty()) out += " [" + f.stage + "]";
-      out += " +" + std::to_string(static_cast<int>((f.time_s - r.time_s) * 1000)) + " ms: ";
-      out += f.killed_by_supervisor ? "stopped by the supervisor" : Describe(f);
-      out += "\n";
-    }
-  }
-  return out;
-}
-
-std::string FormatFailureJson(const std::vector<ObservedFailure>& fs) {
-  if (fs.empty()) return "{\"failed\":false}";
-  size_t root = RootCause(fs);
-  auto one = [&](const ObservedFailure& f) {
-    std::string s = "{\"rank\":" + std::to_string(f.rank) + ",\"stage\":\"" + JsonEscape(f.stage) +
-                    "\",\"code\":\"" + JsonEscape(f.code) + "\",\"message\":\"" +
-                    JsonEscape(Describe(f)) + "\",\"hint\":\"" + JsonEscape(DefaultHint(f)) +
-                    "\",\"time_s\":" + std::to_string(f.time_s) +
-                    ",\"exit_code\":" + std::to_string(f.exit_code) +
-                    ",\"signal\":" + std::to_string(f.signal) +
-                    ",\"stopped_by_supervisor\":" + (f.killed_by_supervisor ? "true" : "false") + "}";
-    return s;
-  };
-  std::string out = "{\"failed\":true,\"root_cause\":" + one(fs[root]) + ",\"consequences\":[";
-  bool first = true;
-  for (size_t i = 0; i < fs.size(); ++i) {
-    if (i == root) continue;
-    if (!first) out += ",";
-    first = false;
-    out += one(fs[i]);
-  }
-  return out + "]}";
-}
-
 int Supervise(const SupervisorOptions& opt,
               const std::function<int(int rank, RankReporter& reporter)>& rank_main) {
   const int world = opt.world;
@@ -172,11 +77,12 @@ int Supervise(const SupervisorOptions& opt,
     pid_t pid = -1;
     int fd = -1;
     std::string buf;
-    bool ready = false, exited = false, reported_error = false;
+    bool ready = false, exited = false, signalled = false;
+    int exit_code = 0;
     int failure = -1;  // index into failures
   };
   std::vector<Rank> ranks(world);
-  std::vector<ObservedFailure> failures;
+  std::vector<launch::RankFailure> failures;
   Stopwatch clock;
   const pid_t supervisor_pid = getpid();
 
@@ -184,6 +90,7 @@ int Supervise(const SupervisorOptions& opt,
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
       LOG_ERROR("launch", "cannot create a status pipe for rank {}: {}", r, strerror(errno));
+      for (int q = 0; q < r; ++q) kill(ranks[q].pid, SIGKILL);
       return 1;
     }
     pid_t pid = fork();
@@ -197,6 +104,9 @@ int Supervise(const SupervisorOptions& opt,
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != supervisor_pid) _exit(1);  // supervisor already gone
+      // A terminal's Ctrl-C goes to the whole process group; the supervisor
+      // decides how the other ranks stop (see the header).
+      if (r > 0) ::signal(SIGINT, SIG_IGN);
       sigprocmask(SIG_SETMASK, &old_mask, nullptr);
       if (sfd >= 0) ::close(sfd);
       for (int q = 0; q < r; ++q) ::close(ranks[q].fd);
@@ -209,14 +119,20 @@ int Supervise(const SupervisorOptions& opt,
       _exit(code);
     }
     ::close(p[1]);
+    // drain() reads until EAGAIN: the rank keeps its end open after "READY".
+    fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
     ranks[r].pid = pid;
     ranks[r].fd = p[0];
   }
 
-  bool all_ready_logged = false, interrupted = false;
-  double first_failure_s = -1, term_sent_s = -1;
-  bool kill_sent = false;
+  // Stop sequence: [rank 0 alone] -> [the rest leave on their own] ->
+  // SIGTERM to all -> SIGKILL to all.
+  enum class Phase { kRunning, kRank0, kRest, kTerm, kKill };
+  Phase phase = Phase::kRunning;
+  double phase_deadline = -1;
+  bool all_ready_logged = false;
   int interrupt_signal = 0;
+  double first_failure_s = -1;
 
   auto handle_line = [&](int r, const std::string& line) {
     Rank& rk = ranks[r];
@@ -225,19 +141,20 @@ int Supervise(const SupervisorOptions& opt,
       return;
     }
     auto f = SplitTabs(line);
-    if (f.size() >= 5 && f[0] == "ERROR") {
-      ObservedFailure of;
-      of.rank = r;
-      of.stage = f[1];
-      of.code = f[2];
-      of.hint = f[3];
-      of.message = f[4];
-      of.time_s = clock.Seconds();
-      of.killed_by_supervisor = term_sent_s >= 0;
-      rk.reported_error = true;
+    if (f.size() >= 5 && f[0] == "ERROR" && rk.failure < 0) {
+      launch::RankFailure rf;
+      rf.rank = r;
+      rf.stage = f[1];
+      rf.status_code = f[2];
+      rf.hint = f[3];
+      rf.message = f[4];
+      rf.time_s = clock.Seconds();
+      rf.exit_code = 1;
+      rf.torn_down = rk.signalled;
       rk.failure = static_cast<int>(failures.size());
-      failures.push_back(of);
-      if (first_failure_s < 0) first_failure_s = of.time_s;
+      failures.push_back(rf);
+      if (first_failure_s < 0 && interrupt_signal == 0 && !rk.signalled)
+        first_failure_s = rf.time_s;
     }
   };
   auto drain = [&](int r) {
@@ -260,25 +177,32 @@ int Supervise(const SupervisorOptions& opt,
       pid_t pid = waitpid(-1, &st, WNOHANG);
       if (pid <= 0) break;
       for (int r = 0; r < world; ++r) {
-        if (ranks[r].pid != pid) continue;
+        Rank& rk = ranks[r];
+        if (rk.pid != pid) continue;
         drain(r);
-        ranks[r].exited = true;
-        int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+        rk.exited = true;
+        const int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        const int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+        rk.exit_code = sig ? 128 + sig : code;
         if (code == 0) break;
-        if (ranks[r].failure >= 0) {
-          failures[ranks[r].failure].exit_code = code;
-          failures[ranks[r].failure].signal = sig;
-        } else {
-          ObservedFailure of;
-          of.rank = r;
-          of.exit_code = code;
-          of.signal = sig;
-          of.time_s = clock.Seconds();
-          of.killed_by_supervisor = term_sent_s >= 0 || interrupted;
-          ranks[r].failure = static_cast<int>(failures.size());
-          failures.push_back(of);
-          if (first_failure_s < 0 && !interrupted) first_failure_s = of.time_s;
+        if (rk.failure >= 0) {
+          failures[rk.failure].exit_code = code;
+          failures[rk.failure].signal = sig;
+          break;
+        }
+        launch::RankFailure rf;
+        rf.rank = r;
+        rf.exit_code = code;
+        rf.signal = sig;
+        rf.time_s = clock.Seconds();
+        rf.torn_down = rk.signalled;
+        rk.failure = static_cast<int>(failures.size());
+        failures.push_back(rf);
+        if (first_failure_s < 0 && interrupt_signal == 0 && !rk.signalled)
+          first_failure_s = rf.time_s;
+        if (sig > 0 && !rk.signalled) {
+          LOG_ERROR("launch", "rank {} (pid {}) was killed by signal {} ({})", r, pid, sig,
+                    sigabbrev_np(sig) ? std::string("SIG") + sigabbrev_np(sig) : "?");
         }
       }
     }
@@ -289,8 +213,26 @@ int Supervise(const SupervisorOptions& opt,
     return n;
   };
   auto signal_all = [&](int sig) {
-    for (auto& r : ranks)
-      if (!r.exited) kill(r.pid, sig);
+    for (auto& r : ranks) {
+      if (r.exited) continue;
+      kill(r.pid, sig);
+      r.signalled = true;
+    }
+  };
+  auto enter_term = [&](double now) {
+    signal_all(SIGTERM);
+    phase = Phase::kTerm;
+    phase_deadline = now + 0.5;
+  };
+  auto begin_stop = [&](double now) {
+    if (opt.rank0_stop_s > 0 && !ranks[0].exited) {
+      kill(ranks[0].pid, SIGTERM);
+      ranks[0].signalled = true;
+      phase = Phase::kRank0;
+      phase_deadline = now + opt.rank0_stop_s;
+    } else {
+      enter_term(now);
+    }
   };
 
   while (alive() > 0) {
@@ -302,57 +244,90 @@ int Supervise(const SupervisorOptions& opt,
       pfds.push_back({ranks[r].fd, POLLIN, 0});
       who.push_back(r);
     }
-    int timeout_ms = -1;
     double now = clock.Seconds();
-    if (first_failure_s >= 0 && term_sent_s < 0)
-      timeout_ms = std::max(0, static_cast<int>((first_failure_s + opt.grace_s - now) * 1000));
-    else if (term_sent_s >= 0 && !kill_sent)
-      timeout_ms = std::max(0, static_cast<int>((term_sent_s + 0.5 - now) * 1000));
+    double wake = -1;
+    if (phase == Phase::kRunning && first_failure_s >= 0) wake = first_failure_s + opt.grace_s;
+    else if (phase != Phase::kRunning && phase != Phase::kKill) wake = phase_deadline;
+    const int timeout_ms = wake < 0 ? -1 : std::max(0, static_cast<int>((wake - now) * 1000) + 1);
     int n = poll(pfds.data(), pfds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) break;
     if (pfds[0].revents & POLLIN) {
       signalfd_siginfo si;
       while (::read(sfd, &si, sizeof(si)) == sizeof(si)) {
-        if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) {
-          if (!interrupted) {
-            LOG_INFO("launch", "received {}: stopping {} ranks",
-                     si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM", alive());
-          }
-          interrupted = true;
-          interrupt_signal = static_cast<int>(si.ssi_signo);
-          signal_all(SIGTERM);
-          if (term_sent_s < 0) term_sent_s = clock.Seconds();
+        if (si.ssi_signo != SIGINT && si.ssi_signo != SIGTERM) continue;
+        const char* name = si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM";
+        now = clock.Seconds();
+        if (interrupt_signal == 0) interrupt_signal = static_cast<int>(si.ssi_signo);
+        if (phase == Phase::kRunning) {
+          LOG_INFO("launch", "received {}: stopping {} ranks", name, alive());
+          begin_stop(now);
+        } else if (phase == Phase::kRank0 || phase == Phase::kRest) {
+          LOG_INFO("launch", "received {} again: stopping every rank now", name);
+          enter_term(now);
         }
       }
     }
     for (size_t i = 1; i < pfds.size(); ++i)
       if (pfds[i].revents & (POLLIN | POLLHUP)) drain(who[i - 1]);
     reap();
-    if (!all_ready_logged && std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.ready; })) {
+    if (!all_ready_logged &&
+        std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.ready; })) {
       all_ready_logged = true;
       if (opt.on_all_ready) opt.on_all_ready();
     }
     now = clock.Seconds();
-    if (first_failure_s >= 0 && term_sent_s < 0 && now >= first_failure_s + opt.grace_s) {
-      signal_all(SIGTERM);
-      term_sent_s = now;
-    } else if (term_sent_s >= 0 && !kill_sent && now >= term_sent_s + 0.5) {
-      signal_all(SIGKILL);
-      kill_sent = true;
+    switch (phase) {
+      case Phase::kRunning:
+        if (first_failure_s >= 0 && now >= first_failure_s + opt.grace_s) {
+          begin_stop(now);
+        } else if (ranks[0].exited && first_failure_s < 0) {
+          // Rank 0 finished: the others leave on its shutdown descriptor.
+          phase = Phase::kRest;
+          phase_deadline = now + 2.0;
+        }
+        break;
+      case Phase::kRank0:
+        if (ranks[0].exited) {
+          phase = Phase::kRest;
+          phase_deadline = now + opt.grace_s;
+        } else if (now >= phase_deadline) {
+          LOG_WARN("launch", "rank 0 did not stop within {} s: stopping every rank",
+                   opt.rank0_stop_s);
+          enter_term(now);
+        }
+        break;
+      case Phase::kRest:
+        if (now >= phase_deadline) enter_term(now);
+        break;
+      case Phase::kTerm:
+        if (now >= phase_deadline) {
+          signal_all(SIGKILL);
+          phase = Phase::kKill;
+        }
+        break;
+      case Phase::kKill:
+        break;
     }
   }
   for (auto& r : ranks) ::close(r.fd);
   if (sfd >= 0) ::close(sfd);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
 
-  if (interrupted && first_failure_s < 0) return 128 + interrupt_signal;
-  if (failures.empty()) return 0;
-  std::string text = FormatFailureText(failures);
+  const bool all_ok =
+      std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.exit_code == 0; });
+  if (first_failure_s < 0) {
+    if (all_ok) return 0;
+    if (interrupt_signal != 0) return 128 + interrupt_signal;
+  }
+  if (failures.empty()) return all_ok ? 0 : 1;
+  launch::FailureReport report = launch::BuildFailureReport(failures);
+  std::string text = "==== specd: a rank failed; root cause first ====\n" +
+                     launch::FormatFailureReportText(report);
   std::fputs(text.c_str(), stderr);
   std::fflush(stderr);
   if (!opt.report_file.empty()) {
     std::ofstream f(opt.report_file);
-    f << FormatFailureJson(failures) << "\n";
+    f << launch::FormatFailureReportJson(report);
     if (!f) LOG_WARN("launch", "cannot write the failure report to {}", opt.report_file);
   }
   return 1;

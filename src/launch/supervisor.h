@@ -9,13 +9,20 @@
 //
 // Teardown rules: on the first failure, the supervisor waits a short grace
 // period for the other ranks' own errors (usually consequences: timeouts on
-// the dead rank), then SIGTERMs the rest and SIGKILLs what remains; ranks
-// die with the supervisor (PR_SET_PDEATHSIG), so nothing is orphaned.
+// the dead rank), then stops the rest: SIGTERM, and SIGKILL 0.5 s later for
+// what remains. Ranks die with the supervisor (PR_SET_PDEATHSIG), so nothing
+// is orphaned. The report (root cause first) comes from launch/failure_report.h.
+//
+// SIGINT / SIGTERM to the supervisor stop every rank the same way. With
+// rank0_stop_s > 0 (a server: rank 0 shuts down gracefully and then tells
+// the other ranks to leave) the stop goes to rank 0 alone first, and the
+// others are signalled only once rank 0 has exited or rank0_stop_s passed.
+// Ranks other than 0 ignore SIGINT, so a terminal's Ctrl-C (sent to the
+// whole process group) reaches only the supervisor and rank 0.
 #pragma once
 
 #include <functional>
 #include <string>
-#include <vector>
 
 #include "base/status.h"
 
@@ -45,31 +52,17 @@ struct SupervisorOptions {
   std::string report_file;
   // Called in the supervisor once every rank is ready (e.g. to log it).
   std::function<void()> on_all_ready;
-};
-
-// One observed failure, for the root-cause report.
-struct ObservedFailure {
-  int rank = -1;
-  std::string stage;
-  std::string code;     // StatusCodeName, or "" for a process exit
-  std::string message;
-  std::string hint;
-  double time_s = 0;    // seconds since the supervisor started
-  int exit_code = -1;   // when the process exited
-  int signal = 0;       // when it was killed by a signal
-  bool killed_by_supervisor = false;
+  // > 0: stop rank 0 first and give it this many seconds to exit (see above).
+  double rank0_stop_s = 0;
 };
 
 // Forks options.world ranks running rank_main(rank, reporter) → exit code,
 // supervises them and returns the process exit code for the supervisor:
-// 0 when every rank exits 0; otherwise non-zero after printing the report.
+// 0 when every rank exits 0 (also after SIGINT/SIGTERM, when the ranks shut
+// down cleanly); 128 + the signal number after SIGINT/SIGTERM when a rank had
+// to be stopped; otherwise 1 after printing the failure report.
 // REQUIRES: called before the process starts any threads (fork safety).
 int Supervise(const SupervisorOptions& options,
               const std::function<int(int rank, RankReporter& reporter)>& rank_main);
-
-// Formats failures root cause first (text for the terminal and log, JSON for
-// --report-file). Exposed for tests.
-std::string FormatFailureText(const std::vector<ObservedFailure>& failures);
-std::string FormatFailureJson(const std::vector<ObservedFailure>& failures);
 
 }  // namespace specd

@@ -38,6 +38,13 @@ Status Engine::Forward(const std::vector<SeqInput>& batch, bool capture_aux,
   return runner_->Execute(desc, out);
 }
 
+Status Engine::Heartbeat() {
+  if (runner_->comm()->world_size() == 1 || shut_down_) return Status::Ok();
+  StepDesc desc;
+  desc.kv_ops.swap(pending_);
+  return PublishStep(runner_->comm(), desc).WithStage("heartbeat");
+}
+
 Status Engine::Shutdown() {
   if (shut_down_) return Status::Ok();
   shut_down_ = true;

@@ -32,6 +32,11 @@ class Engine {
 
   // One step on every rank: publishes queued KV ops + batch, runs locally.
   Status Forward(const std::vector<SeqInput>& batch, bool capture_aux, ForwardOutput* out);
+  // Ships queued KV ops with an empty batch. An idle server calls it now and
+  // then so the other ranks' wait for the next step never reaches the
+  // communicator's deadline, and so a dead rank is noticed while idle.
+  // A no-op at world size 1.
+  Status Heartbeat();
   // Tells the other ranks to leave their worker loops (idempotent).
   Status Shutdown();
 

@@ -14,6 +14,9 @@ namespace specd {
 namespace {
 
 constexpr int kMaxLogprobs = 20;
+// How often an idle engine loop sends the other ranks an empty step
+// (Engine::Heartbeat): well inside the communicator's deadline (60 s).
+constexpr std::chrono::milliseconds kHeartbeatPeriod{1000};
 
 // log_softmax(logits)[id] and the top `k` entries, under the raw distribution.
 TokenLogprob ComputeLogprob(const float* logits, int V, int32_t id, int k) {
@@ -162,6 +165,7 @@ Status Scheduler::failure() const {
 }
 
 void Scheduler::Loop() {
+  bool idle = false;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -172,9 +176,20 @@ void Scheduler::Loop() {
       if (stopping_ && waiting_.empty() && running_.empty()) break;
       if (waiting_.empty() && running_.empty()) {
         PublishGauges();
-        cv_.wait(lock, [&] { return stopping_ || !waiting_.empty(); });
-        continue;
+        idle = !cv_.wait_for(lock, kHeartbeatPeriod, [&] { return stopping_ || !waiting_.empty(); });
+        if (!idle) continue;
       }
+    }
+    if (idle) {
+      // Idle for a heartbeat period: keep the other ranks' step wait alive
+      // and notice a rank that died meanwhile.
+      idle = false;
+      Status s = engine_->Heartbeat();
+      if (!s.ok()) {
+        FailAll(s.WithStage("engine heartbeat"));
+        break;
+      }
+      continue;
     }
     Admit();
     out_.seq_row.clear();

@@ -146,6 +146,11 @@ Status OpenAiServer::Attach(Engine* engine, const Tokenizer* tokenizer, Eagle3He
 void OpenAiServer::Shutdown() {
   if (shut_down_.exchange(true)) return;
   if (scheduler_) scheduler_->Stop(options_.shutdown_grace_s);
+  // Every request has its final delta now; let the streams write it (an
+  // error event after a failure or cancellation) before the sockets close.
+  const auto drain_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (open_streams_.load() > 0 && std::chrono::steady_clock::now() < drain_until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (http_->is_running() || listen_thread_.joinable()) http_->stop();
   if (listen_thread_.joinable()) listen_thread_.join();
   LOG_INFO("serve", "stopped");
@@ -290,6 +295,7 @@ void OpenAiServer::Routes() {
       auto st = std::make_shared<SseState>(SseState{stream, std::move(builder), r.include_usage});
       res.set_header("Cache-Control", "no-cache");
       res.set_header("X-Accel-Buffering", "no");
+      open_streams_.fetch_add(1);
       res.set_chunked_content_provider(
           "text/event-stream",
           [st](size_t, httplib::DataSink& sink) {
@@ -321,8 +327,9 @@ void OpenAiServer::Routes() {
             if (d.finished) sink.done();
             return true;
           },
-          [st](bool success) {
+          [this, st](bool success) {
             if (!success) st->stream->Cancel();
+            open_streams_.fetch_sub(1);
           });
     };
   };
@@ -331,6 +338,11 @@ void OpenAiServer::Routes() {
 }
 
 void WaitForTerminationSignal() {
+  while (!WaitForTerminationSignalFor(3600)) {
+  }
+}
+
+bool WaitForTerminationSignalFor(double seconds) {
   static bool installed = [] {
     struct sigaction sa = {};
     sa.sa_handler = OnTerminate;
@@ -340,7 +352,10 @@ void WaitForTerminationSignal() {
     return true;
   }();
   (void)installed;
-  while (!g_terminate.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!g_terminate.load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return g_terminate.load();
 }
 
 Status RunServer(const ServerOptions& options, Engine& engine, const Tokenizer* tokenizer,

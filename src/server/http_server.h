@@ -66,7 +66,9 @@ class OpenAiServer {
   Status Attach(Engine* engine, const Tokenizer* tokenizer, Eagle3Head* head);
   bool ready() const;
   // Stops accepting, lets in-flight requests finish for up to
-  // shutdown_grace_s, cancels the rest, then stops listening. Idempotent.
+  // shutdown_grace_s, cancels the rest (a stream gets an error event, then
+  // [DONE]), waits up to 2 s for open streams to send their last events,
+  // then stops listening. Idempotent.
   void Shutdown();
   // The scheduler once attached (tests, metrics).
   Scheduler* scheduler() { return scheduler_.get(); }
@@ -84,6 +86,7 @@ class OpenAiServer {
   std::unique_ptr<Scheduler> scheduler_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> shut_down_{false};
+  std::atomic<int> open_streams_{0};  // SSE responses not yet released
   int64_t created_ = 0;
 };
 
@@ -96,5 +99,7 @@ Status RunServer(const ServerOptions& options, Engine& engine, const Tokenizer* 
 // Blocks until SIGINT or SIGTERM arrives (installed on first use; other
 // threads keep running). For callers that drive OpenAiServer themselves.
 void WaitForTerminationSignal();
+// The same, for at most `seconds`; true once a signal has arrived.
+bool WaitForTerminationSignalFor(double seconds);
 
 }  // namespace specd::server

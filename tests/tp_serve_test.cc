@@ -1,0 +1,251 @@
+// `specd serve --tp 2` through the real binary: the same greedy tokens as
+// --tp 1 (also for concurrent, continuously batched requests), SIGTERM or
+// SIGINT shuts every rank down (exit 0; an in-flight stream past the grace
+// period ends with an error event), and a rank killed mid-stream
+// (SIGKILL, via the SPECD_FAULT_KILL_RANK test hook) ends the stream with an
+// error event instead of hanging, after which the server exits with status 1
+// and the supervisor names the dead rank. No process or shared memory is
+// left behind.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "test_util.h"
+
+namespace specd {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RunCommand;
+using testing::SpecdBinary;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Entries of /dev/shm that specd could have created.
+int ShmEntries() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev/shm", ec))
+    n += e.path().filename().string().find("specd") != std::string::npos;
+  return n;
+}
+
+class Serve {
+ public:
+  explicit Serve(std::string log) : log_(std::move(log)) {}
+  ~Serve() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Starts `specd serve ARGS` (stderr to the log; `env` as NAME=VALUE is
+  // added to the environment) and waits for /health 200.
+  bool Start(const std::vector<std::string>& args, const std::string& env, std::string* why) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      FILE* f = std::freopen(log_.c_str(), "w", stderr);
+      (void)f;
+      if (!env.empty()) ::putenv(const_cast<char*>(env.c_str()));
+      std::vector<char*> argv;
+      const std::string bin = SpecdBinary();
+      argv.push_back(const_cast<char*>(bin.c_str()));
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(bin.c_str(), argv.data());
+      ::_exit(127);
+    }
+    const std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
+    for (int i = 0; i < 1200; ++i) {
+      std::smatch m;
+      const std::string log = ReadAll(log_);
+      if (port_ == 0 && std::regex_search(log, m, listening)) port_ = std::stoi(m[1]);
+      if (port_ != 0) {
+        httplib::Client c("127.0.0.1", port_);
+        auto res = c.Get("/health");
+        if (res && res->status == 200) return true;
+      }
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        *why = "specd serve exited early:\n" + ReadAll(log_);
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    *why = "specd serve not healthy after 60 s:\n" + ReadAll(log_);
+    return false;
+  }
+  // Waits up to `secs` for the supervisor to exit; its exit status, or -1.
+  int Wait(double secs) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(secs);
+    while (std::chrono::steady_clock::now() < until) {
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+  void Signal(int sig) { ::kill(pid_, sig); }
+  int port() const { return port_; }
+  std::string log() const { return ReadAll(log_); }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+// A completion's generated token ids (the "<id>" strings of logprobs.tokens:
+// the tiny model has no tokenizer).
+std::vector<std::string> Completion(int port, const std::string& prompt_ids, int max_tokens) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  const std::string body = "{\"prompt\": [" + prompt_ids + "], \"max_tokens\": " +
+                           std::to_string(max_tokens) + ", \"temperature\": 0, \"logprobs\": 1}";
+  auto res = c.Post("/v1/completions", body, "application/json");
+  if (!res || res->status != 200) {
+    ADD_FAILURE() << "completion failed: " << (res ? res->body : "no response");
+    return {};
+  }
+  auto j = nlohmann::json::parse(res->body);
+  return j["choices"][0]["logprobs"]["tokens"].get<std::vector<std::string>>();
+}
+
+// Streams a long completion; `on_first` runs after the first token event.
+// Returns the raw SSE text.
+std::string Stream(int port, int max_tokens, const std::function<void()>& on_first) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(30, 0);
+  std::string sse;
+  bool first = true;
+  const std::string body = "{\"prompt\": [1,2,3], \"max_tokens\": " + std::to_string(max_tokens) +
+                           ", \"temperature\": 0, \"ignore_eos\": true, \"stream\": true}";
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.set_header("Content-Type", "application/json");
+  req.body = body;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    sse.append(data, n);
+    if (first && sse.find("\"choices\"") != std::string::npos) {
+      first = false;
+      if (on_first) on_first();
+    }
+    return true;
+  };
+  auto res = c.send(req);
+  (void)res;
+  return sse;
+}
+
+class TpServeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(SpecdBinary())) GTEST_SKIP() << "specd binary not built";
+    model_ = dir_.path() + "/tiny";
+    int st = 0;
+    std::string out = RunCommand(SpecdBinary() + " make-model --preset tiny --format safetensors --out " +
+                                     model_ + " --seed 7 2>&1",
+                                 &st);
+    ASSERT_EQ(st, 0) << out;
+    shm_before_ = ShmEntries();
+  }
+  void ExpectNothingLeft() {
+    // ("[s]pecd" keeps pgrep's own shell from matching the pattern.)
+    EXPECT_EQ(RunCommand("pgrep -f '[s]pecd serve --model " + model_ + " ' || true"), "");
+    EXPECT_EQ(ShmEntries(), shm_before_);
+  }
+  std::vector<std::string> Args(const std::string& tp, const std::string& grace = "5") {
+    return {"serve", "--model", model_, "--port", "0", "--threads", "1", "--tp", tp,
+            "--shutdown-grace", grace};
+  }
+
+  testing::TempDir dir_;
+  std::string model_;
+  int shm_before_ = 0;
+};
+
+TEST_F(TpServeTest, SameTokensAsTp1AndSigtermStopsEveryRank) {
+  const std::vector<std::string> prompts = {"1,2,3,4,5,1,2,3", "7,8,9", "4,4,4,4", "10,20,30,40,50"};
+  std::vector<std::vector<std::string>> want;
+  {
+    Serve one(dir_.path() + "/tp1.log");
+    std::string why;
+    ASSERT_TRUE(one.Start(Args("1"), "", &why)) << why;
+    for (const std::string& p : prompts) want.push_back(Completion(one.port(), p, 16));
+    one.Signal(SIGTERM);
+    EXPECT_EQ(one.Wait(20), 0) << one.log();
+  }
+  Serve two(dir_.path() + "/tp2.log");
+  std::string why;
+  ASSERT_TRUE(two.Start(Args("2"), "", &why)) << why;
+  // Concurrent requests: batched together on rank 0, followed by rank 1.
+  std::vector<std::future<std::vector<std::string>>> got;
+  for (const std::string& p : prompts)
+    got.push_back(std::async(std::launch::async, [&, p] { return Completion(two.port(), p, 16); }));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<std::string> g = got[i].get();
+    EXPECT_EQ(g.size(), 16u);
+    EXPECT_EQ(g, want[i]) << "prompt " << prompts[i];
+  }
+  // Idle past a heartbeat: rank 1 keeps following.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(Completion(two.port(), prompts[0], 16), want[0]);
+  two.Signal(SIGTERM);
+  EXPECT_EQ(two.Wait(20), 0) << two.log();
+  ExpectNothingLeft();
+}
+
+TEST_F(TpServeTest, SigintDuringStreamEndsItWithErrorEventAndExitsCleanly) {
+  Serve s(dir_.path() + "/sigint.log");
+  std::string why;
+  ASSERT_TRUE(s.Start(Args("2", "0"), "", &why)) << why;
+  std::string sse = Stream(s.port(), 2000, [&] { s.Signal(SIGINT); });
+  EXPECT_NE(sse.find("data: {\"error\""), std::string::npos) << sse.substr(0, 2000);
+  EXPECT_NE(sse.find("data: [DONE]"), std::string::npos) << sse.substr(0, 2000);
+  EXPECT_EQ(s.Wait(20), 0) << s.log();
+  ExpectNothingLeft();
+}
+
+TEST_F(TpServeTest, RankKilledMidStreamEndsItWithErrorEventAndExits) {
+  Serve s(dir_.path() + "/kill.log");
+  std::string why;
+  // Rank 1 dies at its 400th collective: a few dozen tokens into the stream.
+  ASSERT_TRUE(s.Start(Args("2"), "SPECD_FAULT_KILL_RANK=1:400", &why)) << why;
+  auto t0 = std::chrono::steady_clock::now();
+  std::string sse = Stream(s.port(), 2000, nullptr);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 20.0);  // did not hang
+  EXPECT_NE(sse.find("\"choices\""), std::string::npos) << "no token before the kill";
+  EXPECT_NE(sse.find("data: {\"error\""), std::string::npos) << sse.substr(0, 2000);
+  EXPECT_NE(sse.find("data: [DONE]"), std::string::npos) << sse.substr(0, 2000);
+  EXPECT_EQ(s.Wait(20), 1) << s.log();
+  const std::string log = s.log();
+  const size_t root = log.find("root cause: rank 1");
+  ASSERT_NE(root, std::string::npos) << log;
+  EXPECT_NE(log.find("signal 9 (SIGKILL)", root), std::string::npos) << log;
+  ExpectNothingLeft();
+}
+
+}  // namespace
+}  // namespace specd
