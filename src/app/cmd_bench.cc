@@ -345,6 +345,10 @@ void AddBenchCommand(CLI::App& root, int* exit_code) {
   sub->add_option("--verify-cost", f->verify_cost,
                   "Also time one forward over N tokens for each N of a list such as 1,4,8,16 "
                   "(first prompt of each round)");
+  // Scripts append overrides to a base command line: the last value wins.
+  for (const char* name : {"--repeats", "--warmup", "--prompts", "--prompt-len", "--max-tokens",
+                           "--model", "--common"})
+    sub->get_option(name)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   sub->callback([f, exit_code, sub] {
     f->compare = sub->remaining();
     Status s = f->has_compare || f->compare.empty()
