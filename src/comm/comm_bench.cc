@@ -1,5 +1,6 @@
 #include "comm/comm_bench.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -208,6 +209,26 @@ std::vector<CommBenchRow> MeasureFloor(const CommBenchOptions& o, int world) {
   return rows;
 }
 
+// Like mpirun's default (--bind-to core for np <= 2, and when ranks fit the
+// CPUs): rank r runs only on the r-th CPU this process may use. Unbound ranks
+// can land on one core, where a spinning waiter delays the rank it waits for.
+void BindToCpu(int rank, int ranks) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  if (ranks > CPU_COUNT(&allowed)) return;
+  int seen = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (seen++ == rank) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      sched_setaffinity(0, sizeof(one), &one);
+      return;
+    }
+  }
+}
+
 // Forks o.ranks children around one shm group; rank 0 writes its rows (and
 // the floor) as JSON into a shared page, or "!error" on failure.
 StatusOr<std::vector<CommBenchRow>> RunShm(const CommBenchOptions& o) {
@@ -228,6 +249,7 @@ StatusOr<std::vector<CommBenchRow>> RunShm(const CommBenchOptions& o) {
     }
     if (pid == 0) {
       SetLogRank(r);
+      BindToCpu(r, o.ranks);
       auto comm = JoinShmGroup(*group, r, so);
       StatusOr<std::vector<CommBenchRow>> rows =
           comm.ok() ? MeasureRows(**comm, "shm", o) : StatusOr<std::vector<CommBenchRow>>(comm.status());

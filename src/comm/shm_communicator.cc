@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -136,7 +137,12 @@ class ShmCommunicator final : public Communicator {
     }
     // When ranks outnumber cores a spinning waiter steals the CPU from the
     // rank it waits for, so spin only briefly before yielding.
-    spin_limit_ = world_ <= OnlineCpus() ? 4096 : 16;
+    // Otherwise spin for up to 2 ms (as MPI's progress loop does): a yield
+    // on a busy machine can cost a whole scheduler time slice.
+    spin_ns_ = world_ <= OnlineCpus() ? 2000000 : 0;
+    if (const char* v = std::getenv("SPECD_COMM_SPIN_US"); v != nullptr && *v != '\0') {
+      spin_ns_ = std::max(0, std::atoi(v)) * int64_t{1000};
+    }
     tuning_ = LookupAllreduceTuning(platform_key_, world_).tuning;
     SetAllreduceAlgo(algo_);
   }
@@ -292,6 +298,7 @@ class ShmCommunicator final : public Communicator {
   Status WaitAll(bool reduced, uint64_t e) {
     uint64_t pending = peers_mask_;
     int spins = 0;
+    int64_t spin_since = 0;
     int64_t slow_since = 0;
     int64_t next_check = 0;
     for (;;) {
@@ -301,11 +308,18 @@ class ShmCommunicator final : public Communicator {
         if (f.load(std::memory_order_acquire) >= e) pending &= ~(uint64_t{1} << q);
       }
       if (pending == 0) return Status::Ok();
-      if (++spins < spin_limit_) {
+      // Spin: at least 16 rounds, then while within spin_ns_ (the clock is
+      // read every 256 rounds).
+      if (++spins < 16 || (spins & 255) != 0) {
         CpuRelax();
         continue;
       }
       const int64_t now = NowNanos();
+      if (spin_since == 0) spin_since = now;
+      if (now - spin_since < spin_ns_ && now < deadline_ns_) {
+        CpuRelax();
+        continue;
+      }
       if (slow_since == 0) {
         slow_since = now;
         next_check = now + liveness_ns_;
@@ -539,7 +553,7 @@ class ShmCommunicator final : public Communicator {
   AllreduceTuning tuning_{};
   double timeout_s_;
   int64_t liveness_ns_;
-  int spin_limit_ = 0;
+  int64_t spin_ns_ = 0;  // how long a wait spins before yielding
   std::string platform_key_;
   bool joined_ = false;
 
