@@ -4,8 +4,8 @@
 // period ends with an error event), and a rank killed mid-stream
 // (SIGKILL, via the SPECD_FAULT_KILL_RANK test hook) ends the stream with an
 // error event instead of hanging, after which the server exits with status 1
-// and the supervisor names the dead rank. No process or shared memory is
-// left behind.
+// and the supervisor names the dead rank (also when it dies while the server
+// is idle). No process or shared memory is left behind.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -244,6 +244,28 @@ TEST_F(TpServeTest, RankKilledMidStreamEndsItWithErrorEventAndExits) {
   const size_t root = log.find("root cause: rank 1");
   ASSERT_NE(root, std::string::npos) << log;
   EXPECT_NE(log.find("signal 9 (SIGKILL)", root), std::string::npos) << log;
+  ExpectNothingLeft();
+}
+
+// A rank that dies while the server is idle is noticed by the next
+// heartbeat step: /health stops answering 200 and the server exits 1.
+TEST_F(TpServeTest, RankKilledWhileIdleIsNoticedAndTheServerExits) {
+  Serve s(dir_.path() + "/idle.log");
+  std::string why;
+  ASSERT_TRUE(s.Start(Args("2"), "", &why)) << why;
+  std::smatch m;
+  const std::regex pid_line("rank 1 ready \\(pid ([0-9]+)\\)");
+  std::string log = s.log();
+  for (int i = 0; i < 100 && !std::regex_search(log, m, pid_line); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    log = s.log();
+  }
+  ASSERT_TRUE(std::regex_search(log, m, pid_line)) << log;
+  ASSERT_EQ(::kill(std::stoi(m[1]), SIGKILL), 0);
+  EXPECT_EQ(s.Wait(20), 1) << s.log();
+  const std::string after = s.log();
+  EXPECT_NE(after.find("root cause: rank 1"), std::string::npos) << after;
+  EXPECT_NE(after.find("signal 9 (SIGKILL)"), std::string::npos) << after;
   ExpectNothingLeft();
 }
 

@@ -28,6 +28,11 @@ void AddLaunchFlags(CLI::App* sub, EngineFlags* engine, LaunchFlags* f) {
                   "':' (e.g. 0:1 or 0-3:4-7)");
   sub->add_option("--report-file", f->report_file,
                   "On failure, also write the root-cause report as JSON to this file");
+  sub->footer(
+      "Exit status: 0 success; 1 a rank failed or died (report on stderr, root cause first); 2 "
+      "bad flags; with --tp N after SIGINT/SIGTERM, 0 when every rank shut down cleanly (serve "
+      "shuts down gracefully), else 128 + the signal number.\n"
+      "Test hook: SPECD_FAULT_KILL_RANK=R:N makes rank R raise SIGKILL at its N-th collective.");
 }
 
 namespace {
