@@ -96,6 +96,7 @@ struct Analyzer::Stream {
   bool has_pending = false;  // an error line that a following traceback may absorb
   Candidate pending;
   uint64_t pending_at = 0;
+  bool had_cause = false;  // offered a cause-tier candidate
 };
 
 bool AnalysisResult::LooksReversed() const {
@@ -128,13 +129,53 @@ Analyzer::Stream* Analyzer::GetStream(const std::string& label, int rank) {
   return s;
 }
 
+// Where a specd log line starts inside `line` after other text (a program's
+// stdout without a final newline, then a stderr log line: "text2026-12-02T
+// 15:27:20.901Z WARN  ..."), or npos. Only specd's exact stamp counts.
+size_t GluedSpecdStamp(std::string_view line) {
+  static constexpr std::string_view kLevels[] = {"Z ERROR ", "Z WARN  ", "Z INFO  ", "Z DEBUG "};
+  for (std::string_view lv : kLevels) {
+    size_t p = line.find(lv, 1);
+    while (p != std::string_view::npos) {
+      // "2026-12-02T15:27:20.901" is 23 bytes before the 'Z'.
+      if (p >= 23 + 1) {
+        size_t start = p - 23;
+        double ts;
+        if (ParseIsoTimestamp(line.substr(start), &ts) == 24) return start;
+      }
+      p = line.find(lv, p + 1);
+    }
+  }
+  return std::string_view::npos;
+}
+
 void Analyzer::AddLine(std::string_view line, uint64_t line_no) {
+  if (line.size() > 24 && line.front() != '{') {
+    size_t glued = GluedSpecdStamp(line);
+    if (glued != std::string_view::npos && glued > 0 &&
+        line.substr(0, glued).find_first_not_of(" \t") != std::string_view::npos) {
+      AddLine(line.substr(0, glued), line_no);
+      line = line.substr(glued);
+    }
+  }
   ++order_;
   if (!line.empty() && line.front() == '{' && StartsWith(line, "{\"ts\"")) {
     HandleSpecdJson(line, line_no);
     return;
   }
   ParseLinePrefix(line, &prefix_);
+  if (prefix_.specd && prefix_.label.empty() && StartsWith(prefix_.content, "rank ")) {
+    // The supervisor's lines about a rank ("rank 1 (pid 7) was killed by
+    // signal 9") are that rank's failure.
+    int r = RankFromMessage(prefix_.content.substr(0, 16));
+    if (r >= 0) {
+      prefix_.rank = r;
+      prefix_.label = "rank" + std::to_string(r);
+    }
+  }
+  const bool in_block = block_.Feed(prefix_.content, line, line_no);
+  if (block_.done()) CommitSupervisorRootCause(block_.TakeRootCause());
+  if (in_block) return;  // restates what the ranks logged
   Stream* s = GetStream(prefix_.label, prefix_.rank);
   // Multi-line records often carry the process label on their first line only
   // ("[... TP3] Scheduler hit an exception: Traceback ..." then bare frames):
@@ -241,6 +282,32 @@ void Analyzer::HandleSpecdText(Stream* s, const LinePrefix& p, std::string_view 
   Offer(s, std::move(c));
 }
 
+void Analyzer::CommitSupervisorRootCause(SupervisorRootCause rc) {
+  Stream* s = GetStream("rank" + std::to_string(rc.rank), rc.rank);
+  if (s->had_cause) return;  // the rank's own line is the better evidence
+  Candidate c;
+  c.kind = CandidateKind::kSpecdError;
+  c.process = s->label;
+  c.rank = rc.rank;
+  SplitStatusCode(rc.error, &c.type, &c.message);
+  c.stage = std::move(rc.stage);
+  c.hint = std::move(rc.hint);
+  // The block comes after the failures it reports: it is never earlier than
+  // the rank's own error line, which therefore stays the first evidence.
+  c.ts = last_ts_;
+  c.has_ts = has_ts_;
+  c.source = source_;
+  c.line = rc.error_line;
+  c.order = order_;
+  c.evidence.push_back(Evidence{source_, rc.error_line, Cap(rc.error_text, kMaxEvidenceText)});
+  Classify(&c, s);
+  if (rc.root_is_consequence) {
+    c.consequence = true;
+    c.tier = kTierConsequence;
+  }
+  Offer(s, std::move(c));
+}
+
 void Analyzer::MaybeErrorLine(Stream* s, const StreamLine& l) {
   if (l.level == Level::kDebug || l.level == Level::kInfo || l.level == Level::kWarn) return;
   std::string_view c = TrimRight(l.content);
@@ -306,6 +373,7 @@ void Analyzer::Classify(Candidate* c, const Stream* s) {
 }
 
 void Analyzer::Offer(Stream* s, Candidate c) {
+  if (c.tier == kTierCause) s->had_cause = true;
   if (c.kind == CandidateKind::kErrorLine) {
     if (s->has_pending) Commit(std::move(s->pending));
     s->pending = std::move(c);
@@ -369,6 +437,8 @@ void Analyzer::Commit(Candidate c) {
 }
 
 AnalysisResult Analyzer::Finish() {
+  block_.Finish();
+  if (block_.done()) CommitSupervisorRootCause(block_.TakeRootCause());
   for (auto& [key, s] : streams_) {
     emitted_.clear();
     s->parser.Finish(&emitted_);

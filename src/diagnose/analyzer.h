@@ -17,6 +17,7 @@
 #include "base/failure_signature.h"
 #include "diagnose/candidate.h"
 #include "diagnose/line_prefix.h"
+#include "diagnose/supervisor_block.h"
 #include "diagnose/traceback_parser.h"
 
 namespace specd::diagnose {
@@ -64,6 +65,7 @@ class Analyzer {
   void HandleSpecdText(Stream* s, const LinePrefix& p, std::string_view line, uint64_t line_no,
                        double ts, bool has_ts);
   void MaybeErrorLine(Stream* s, const StreamLine& l);
+  void CommitSupervisorRootCause(SupervisorRootCause rc);
   void Classify(Candidate* c, const Stream* s);
   void Offer(Stream* s, Candidate c);
   void Commit(Candidate c);
@@ -71,6 +73,7 @@ class Analyzer {
   int source_;
   std::string default_process_;
   LinePrefix prefix_;
+  SupervisorBlockParser block_;
   std::map<std::string, std::unique_ptr<Stream>, std::less<>> streams_;
   Stream* sticky_ = nullptr;  // last labelled stream that opened a traceback
   std::vector<Candidate> emitted_;

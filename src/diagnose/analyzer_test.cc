@@ -43,6 +43,41 @@ TEST(AnalyzerTest, EarliestTimestampWinsOverOrderOfAppearance) {
   EXPECT_EQ(d.cause.message, "early");
 }
 
+// The supervisor's block is the only record of a rank that died without a
+// word: its root cause is used, its other lines are not failures of their own.
+TEST(AnalyzerTest, SupervisorBlockNamesASilentlyKilledRank) {
+  std::string log =
+      "2026-12-02T15:27:20.912Z ERROR rank=0 [allreduce #200] Unavailable: rank 1 (pid 7) died "
+      "during allreduce #200 (epoch 200)\n"
+      "==== specd: a rank failed; root cause first ====\n"
+      "root cause: rank 1 [worker loop] failed first\n"
+      "  error:     killed by signal 9 (SIGKILL)\n"
+      "  exit:      signal 9 (SIGKILL)\n"
+      "  last log lines of rank 1:\n"
+      "    2026-12-02T15:27:20.001Z ERROR rank=1 [x] Internal: quoted, not a new failure\n"
+      "consequences (not causes):\n"
+      "  rank(s) 0 [allreduce #200]: Unavailable: rank 1 (pid 7) died (peer process died)\n";
+  Diagnosis d = DiagnoseText(log);
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.rank, 1);
+  EXPECT_EQ(d.cause.stage, "worker loop");
+  EXPECT_EQ(d.cause.message, "killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(d.signature, "oom_killed");
+  EXPECT_TRUE(d.other_failures.empty());
+}
+
+// A program's unterminated stdout glued to the next log line does not hide it.
+TEST(AnalyzerTest, LogLineGluedToUnterminatedOutputIsStillALogLine) {
+  std::string log =
+      "generated text without a newline2026-12-02T15:27:20.912Z ERROR rank=2 [load weights] "
+      "NotFound: /m/model.safetensors: tensor 'w' not found\n";
+  Diagnosis d = DiagnoseText(log);
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.rank, 2);
+  EXPECT_EQ(d.cause.type, "NotFound");
+  EXPECT_EQ(d.cause.stage, "load weights");
+}
+
 TEST(AnalyzerTest, WithoutTimestampsFirstAppearanceWins) {
   std::string log = Traceback("[TP1] ", "ValueError: first") + Traceback("[TP0] ", "ValueError: second");
   Diagnosis d = DiagnoseText(log);

@@ -3,6 +3,7 @@
 // been built.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -76,6 +77,65 @@ TEST_F(CliTest, ExitCodesAndText) {
 
   ShellResult help = Shell(kBinary + " diagnose --help");
   EXPECT_NE(help.out.find("Exit codes"), std::string::npos);
+}
+
+// specd's own tensor-parallel failures, produced by the real binary (the
+// faults of tests/tp_test.cc) and read back by `specd diagnose`: the root
+// cause must be the failing rank, not the supervisor's report block or the
+// peers' consequences.
+class OwnFailuresTest : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    if (IsSkipped()) return;
+    dir_ = fs::temp_directory_path() / ("specd_diag_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  nlohmann::json Diagnose(const fs::path& log) {
+    ShellResult r = Shell(kBinary + " diagnose --json " + log.string());
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    return nlohmann::json::parse(r.out);
+  }
+  fs::path dir_;
+};
+
+TEST_F(OwnFailuresTest, RankKilledMidGeneration) {
+  const fs::path log = dir_ / "killed.log";
+  // Rank 1 raises SIGKILL at its 40th collective, inside the first steps.
+  ShellResult run = Shell("SPECD_FAULT_KILL_RANK=1:40 timeout 60 " + kBinary +
+                          " generate --tp 2 --threads 1 -p Hello -n 32 > " + log.string() + " 2>&1");
+  ASSERT_NE(run.exit_code, 0);
+  nlohmann::json j = Diagnose(log);
+  EXPECT_TRUE(j["found"].get<bool>());
+  EXPECT_EQ(j["cause"]["rank"], 1) << j.dump(2);
+  EXPECT_NE(j["cause"]["message"].get<std::string>().find("signal 9"), std::string::npos) << j.dump(2);
+  ASSERT_FALSE(j["consequences"].empty()) << j.dump(2);
+  EXPECT_EQ(j["consequences"][0]["rank"], 0);  // rank 0 saw its peer die
+}
+
+TEST_F(OwnFailuresTest, TruncatedCheckpointAtStartUp) {
+  const fs::path model = dir_ / "model";
+  fs::create_directories(model);
+  const fs::path demo = fs::path(SPECD_SOURCE_DIR) / "models" / "demo";
+  for (const char* f : {"config.json", "tokenizer.json", "model.safetensors"}) {
+    fs::copy_file(demo / f, model / f);
+  }
+  fs::resize_file(model / "model.safetensors", fs::file_size(model / "model.safetensors") / 2);
+  const fs::path log = dir_ / "truncated.log";
+  ShellResult run = Shell("timeout 60 " + kBinary + " generate --tp 2 --model " + model.string() +
+                          " -p Hello -n 4 > " + log.string() + " 2>&1");
+  ASSERT_NE(run.exit_code, 0);
+  nlohmann::json j = Diagnose(log);
+  EXPECT_EQ(j["cause"]["type"], "Corruption") << j.dump(2);
+  EXPECT_EQ(j["cause"]["stage"], "load weights");
+  EXPECT_NE(j["cause"]["message"].get<std::string>().find("model.safetensors"), std::string::npos);
+  // Both ranks failed reading the same file; the supervisor's block is not a third failure.
+  EXPECT_EQ(j["ranks_failed_same_way"], 2) << j.dump(2);
+  EXPECT_TRUE(j["other_failures"].empty()) << j.dump(2);
 }
 
 }  // namespace
