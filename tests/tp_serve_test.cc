@@ -213,6 +213,18 @@ TEST_F(TpServeTest, SameTokensAsTp1AndSigtermStopsEveryRank) {
   EXPECT_EQ(Completion(two.port(), prompts[0], 16), want[0]);
   two.Signal(SIGTERM);
   EXPECT_EQ(two.Wait(20), 0) << two.log();
+  // N-gram speculation at --tp 2: verification steps batched across
+  // requests, still the plain greedy tokens.
+  Serve ngram(dir_.path() + "/ngram.log");
+  std::vector<std::string> args = Args("2");
+  args.insert(args.end(), {"--speculative-algorithm", "NGRAM"});
+  ASSERT_TRUE(ngram.Start(args, "", &why)) << why;
+  got.clear();
+  for (const std::string& p : prompts)
+    got.push_back(std::async(std::launch::async, [&, p] { return Completion(ngram.port(), p, 16); }));
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].get(), want[i]) << prompts[i];
+  ngram.Signal(SIGTERM);
+  EXPECT_EQ(ngram.Wait(20), 0) << ngram.log();
   ExpectNothingLeft();
 }
 
