@@ -135,6 +135,10 @@ const std::vector<FailureSignature>& Table() {
        "the checkpoint does not match the model config: check the model path and revision, "
        "config.json, the quantization format and the tensor-parallel split",
        false},
+      {"corrupt_weights_file", "truncated or corrupt weight file",
+       "the weight file is cut short or damaged (an interrupted download or copy, a full "
+       "disk): compare its size and checksum with the source, then download or convert it again",
+       false},
       {"teardown", "stopped during teardown",
        "this process was stopped because another one failed: look for the first failure",
        true},
@@ -220,6 +224,12 @@ const FailureSignature* MatchFailureSignature(const FailureText& t) {
       (TextHasAny(t, {"expected shape"}) && TextHasAny(t, {"found", "got"})) ||
       (TextHasAny(t, {"tensor '", "tensor \""}) && TextHasAny(t, {"not found", "missing"}))) {
     return find("weights_mismatch");
+  }
+  // specd's loaders report damaged files (not shape mismatches, above) as
+  // Corruption naming the file.
+  if (Trim(t.type) == "Corruption" &&
+      TextHasAny(t, {".safetensors", ".gguf", ".bin", ".pt", "checkpoint", "weights"})) {
+    return find("corrupt_weights_file");
   }
   if (IsTeardown(t)) return find("teardown");
   if (IsKilled(t)) return find("oom_killed");

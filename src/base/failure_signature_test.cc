@@ -47,6 +47,14 @@ TEST(FailureSignatureTest, KnownMessages) {
             "weights_mismatch");
   EXPECT_EQ(Name({"Corruption", "tensor 'wq': expected shape [4096, 4096], found [4096, 1024]", "", ""}),
             "weights_mismatch");
+  EXPECT_EQ(Name({"Corruption",
+                  "/m/model.safetensors: tensor 'w': data_offsets [0, 9] run past the end of the "
+                  "data section (4 bytes)",
+                  "", ""}),
+            "corrupt_weights_file");
+  EXPECT_EQ(Name({"Corruption", "/m/model.safetensors: tensor 'wq': expected shape [8, 8], found [8, 4]",
+                  "", ""}),
+            "weights_mismatch");
   EXPECT_EQ(Name({"", "Killed", "", ""}), "oom_killed");
   EXPECT_EQ(Name({"", "failed (exitcode: -9) local_rank: 1 (pid: 2345)", "", ""}), "oom_killed");
   EXPECT_EQ(Name({"", "Sending process 2346 closing signal SIGTERM", "", ""}), "teardown");

@@ -60,7 +60,7 @@ void WriteAll(const std::string& line) {
 }
 
 void Emit(LogLevel level, std::string_view stage, std::string_view msg, int rank,
-          std::string_view hint) {
+          std::string_view hint, std::string_view field = {}, std::string_view raw_json = {}) {
   std::string line;
   try {
     if (static_cast<LogFormat>(g_format.load()) == LogFormat::kJson) {
@@ -69,6 +69,10 @@ void Emit(LogLevel level, std::string_view stage, std::string_view msg, int rank
       if (!stage.empty()) line += ",\"stage\":\"" + JsonEscape(stage) + "\"";
       line += ",\"msg\":\"" + JsonEscape(msg) + "\"";
       if (!hint.empty()) line += ",\"hint\":\"" + JsonEscape(hint) + "\"";
+      if (!field.empty() && !raw_json.empty()) {
+        line += ",\"" + JsonEscape(field) + "\":";
+        line += raw_json;
+      }
       line += "}\n";
     } else {
       line = Timestamp() + " " + LevelName(level, true);
@@ -129,6 +133,12 @@ void LogStatus(const Status& status) {
   } catch (...) {
   }
   Emit(LogLevel::kError, status.stage(), msg, rank, status.hint());
+}
+
+void LogRecord(LogLevel level, std::string_view stage, std::string_view msg, int rank,
+               std::string_view hint, std::string_view field, std::string_view raw_json) {
+  if (level < GetLogLevel()) return;
+  Emit(level, stage, msg, rank, hint, field, raw_json);
 }
 
 void LogOnce(LogLevel level, std::string_view key, std::string_view stage, std::string_view msg) {

@@ -37,6 +37,11 @@ StatusOr<LogLevel> ParseLogLevel(std::string_view s);
 void LogMessage(LogLevel level, std::string_view stage, std::string_view msg);
 // Logs a non-OK status at ERROR with its stage, rank and hint as fields.
 void LogStatus(const Status& status);
+// One event with an explicit rank (-1: none) and hint; in JSON format it also
+// carries `field` holding `raw_json` (a complete JSON value, not checked), e.g.
+// the supervisor's failure report. Text format ignores the field.
+void LogRecord(LogLevel level, std::string_view stage, std::string_view msg, int rank,
+               std::string_view hint, std::string_view field, std::string_view raw_json);
 // Logs `msg` only the first time `key` is seen in this process (hardware
 // fallbacks: "log the reason once").
 void LogOnce(LogLevel level, std::string_view key, std::string_view stage, std::string_view msg);

@@ -242,6 +242,22 @@ void Analyzer::HandleSpecdJson(std::string_view line, uint64_t line_no) {
     s->has_ts = has_ts_ = true;
   }
   ++s->lines;
+  if (auto rep = j.find("report"); rep != j.end() && rep->is_object() && rank >= 0) {
+    // The supervisor's failure report as one event (--log-format json): like
+    // the text block, it restates the ranks' errors.
+    SupervisorRootCause rc;
+    rc.rank = rank;
+    rc.stage = str("stage");
+    rc.error = str("msg");
+    rc.hint = str("hint");
+    auto cons = rep->find("root_is_consequence");
+    rc.root_is_consequence = cons != rep->end() && cons->is_boolean() && cons->get<bool>();
+    rc.error_line = line_no;
+    rc.error_text = Cap(line, kMaxEvidenceText);
+    rc.valid = true;
+    CommitSupervisorRootCause(std::move(rc));
+    return;
+  }
   Candidate c;
   c.kind = CandidateKind::kSpecdError;
   SplitStatusCode(str("msg"), &c.type, &c.message);

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -115,6 +116,33 @@ TEST_F(OwnFailuresTest, RankKilledMidGeneration) {
   EXPECT_NE(j["cause"]["message"].get<std::string>().find("signal 9"), std::string::npos) << j.dump(2);
   ASSERT_FALSE(j["consequences"].empty()) << j.dump(2);
   EXPECT_EQ(j["consequences"][0]["rank"], 0);  // rank 0 saw its peer die
+}
+
+// --log-format json: every stderr line is one JSON object, the supervisor's
+// report included, and diagnose still names the dead rank.
+TEST_F(OwnFailuresTest, RankKilledWithJsonLogs) {
+  const fs::path log = dir_ / "killed.jsonl";
+  ShellResult run = Shell("SPECD_FAULT_KILL_RANK=1:40 timeout 60 " + kBinary +
+                          " --log-format json generate --tp 2 --threads 1 -p Hello -n 32 2> " +
+                          log.string() + " > /dev/null");
+  ASSERT_NE(run.exit_code, 0);
+  std::ifstream in(log);
+  int lines = 0;
+  bool report = false;
+  for (std::string l; std::getline(in, l); ++lines) {
+    nlohmann::json e = nlohmann::json::parse(l, nullptr, false);
+    ASSERT_FALSE(e.is_discarded()) << "not JSON: " << l;
+    if (e.contains("report")) {
+      report = true;
+      EXPECT_EQ(e["rank"], 1) << l;
+      EXPECT_EQ(e["report"]["root_cause"]["signal"], 9) << l;
+    }
+  }
+  EXPECT_GT(lines, 0);
+  EXPECT_TRUE(report);
+  nlohmann::json j = Diagnose(log);
+  EXPECT_EQ(j["cause"]["rank"], 1) << j.dump(2);
+  EXPECT_NE(j["cause"]["message"].get<std::string>().find("signal 9"), std::string::npos) << j.dump(2);
 }
 
 TEST_F(OwnFailuresTest, TruncatedCheckpointAtStartUp) {

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "base/clock.h"
 #include "base/logging.h"
@@ -321,13 +322,23 @@ int Supervise(const SupervisorOptions& opt,
   }
   if (failures.empty()) return all_ok ? 0 : 1;
   launch::FailureReport report = launch::BuildFailureReport(failures);
-  std::string text = "==== specd: a rank failed; root cause first ====\n" +
-                     launch::FormatFailureReportText(report);
-  std::fputs(text.c_str(), stderr);
-  std::fflush(stderr);
+  const std::string json = launch::FormatFailureReportJson(report);
+  if (GetLogFormat() == LogFormat::kJson) {
+    // One log event that carries the whole report, so JSON log pipelines see
+    // the root cause first without parsing a text block.
+    std::string compact = nlohmann::json::parse(json, nullptr, false).dump(
+        -1, ' ', false, nlohmann::json::error_handler_t::replace);
+    LogRecord(LogLevel::kError, report.root.stage, report.root_summary, report.root.rank,
+              report.hint, "report", compact);
+  } else {
+    std::string text = "==== specd: a rank failed; root cause first ====\n" +
+                       launch::FormatFailureReportText(report);
+    std::fputs(text.c_str(), stderr);
+    std::fflush(stderr);
+  }
   if (!opt.report_file.empty()) {
     std::ofstream f(opt.report_file);
-    f << launch::FormatFailureReportJson(report);
+    f << json;
     if (!f) LOG_WARN("launch", "cannot write the failure report to {}", opt.report_file);
   }
   return 1;
