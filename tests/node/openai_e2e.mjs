@@ -154,5 +154,48 @@ await expectError("unknown model",
 const bad = new OpenAI({ baseURL, apiKey: apiKey + "x", maxRetries: 0 });
 await expectError("wrong API key", () => bad.completions.create({ model, prompt }), 401);
 
+// Concurrency: 16 streams at once give each the greedy text it gets alone.
+async function streamText(p) {
+  const st = await client.completions.create({ model, prompt: p, temperature: 0, max_tokens: 20,
+                                              stream: true });
+  let t = "";
+  for await (const chunk of st) t += chunk.choices[0]?.text ?? "";
+  return t;
+}
+const prompts = Array.from({ length: 16 }, (_, i) =>
+  ["Elizabeth", "Mr. Bennet", "Her sister", "The ball", "Mrs. Jennings", "Emma",
+   "Captain Wentworth", "Anne"][i % 8] + (i < 8 ? " said that" : " was not"));
+const alone = [];
+for (const p of prompts) alone.push(await streamText(p));
+const together = await Promise.all(prompts.map(streamText));
+check("16 concurrent streams equal each run alone",
+      together.every((t, i) => t === alone[i] && t.length > 0),
+      together.map((t, i) => (t === alone[i] ? "same" : { alone: alone[i], together: t })));
+
+// Cancellation: a client that aborts its stream frees its KV pages.
+const baseNoV1 = baseURL.replace(/\/v1\/?$/, "");
+async function kvUsedPages() {
+  const m = await (await fetch(`${baseNoV1}/metrics`)).text();
+  const line = m.split("\n").find((l) => l.startsWith("specd_kv_cache_used_pages"));
+  return line === undefined ? NaN : Number(line.split(/\s+/)[1]);
+}
+const longStream = await client.completions.create({ model, prompt, temperature: 0,
+                                                      max_tokens: 400, ignore_eos: true,
+                                                      stream: true });
+let gotChunks = 0;
+for await (const chunk of longStream) {
+  if (++gotChunks === 2) {
+    check("KV pages in use while streaming", (await kvUsedPages()) > 0);
+    longStream.controller.abort();
+    break;
+  }
+}
+let freed = false;
+for (let i = 0; i < 100 && !freed; i++) {
+  freed = (await kvUsedPages()) === 0;
+  if (!freed) await new Promise((r) => setTimeout(r, 50));
+}
+check("aborted stream frees its KV pages", freed, await kvUsedPages());
+
 console.log(failed === 0 ? "all checks passed" : `${failed} checks failed`);
 process.exit(failed === 0 ? 0 : 1);
