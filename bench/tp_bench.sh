@@ -29,6 +29,8 @@
 #   small-170m q4_0        64     4 |            29.3   12.9   0.43   65%  |         25.1   31.9   1.27   42%
 #   small-170m f16         64     3 |            11.0    7.0   0.64   52%  |         10.1   12.2   1.15   32%
 #   llama-3.2-1b q4_0      32     3 |             4.6    3.8   0.82   46%  |          4.9    4.5   0.94   45%
+#   llama-3.2-1b f16       16     2 |             1.8    1.9   1.07   23%  |          2.8    2.1   0.77   19%
+#   (the f16 1B row: 2 pairs of 16 tokens, per-run spread +-30%: noise dominates)
 #
 # On a loaded machine a waiting rank that spins takes the core its partner
 # needs; yielding at once wins. The goal (TP=2 within 5% of TP=1, comm under
