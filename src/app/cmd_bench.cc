@@ -185,7 +185,7 @@ Status RunBench(const BenchFlags& f) {
     std::vector<std::string> a = {"generate", "--json", "--ignore-eos", "--prompt-ids",
                                   JoinIds(prompt), "--max-tokens", std::to_string(max_tokens)};
     a.insert(a.end(), common.begin(), common.end());
-    if (cost) a.insert(a.end(), {"--verify-cost", f.verify_cost, "--verify-iters", "5"});
+    if (cost) a.insert(a.end(), {"--verify-cost", f.verify_cost, "--verify-iters", "3"});
     a.insert(a.end(), c.args.begin(), c.args.end());
     return a;
   };
@@ -304,7 +304,7 @@ void AddBenchCommand(CLI::App& root, int* exit_code) {
       "bench",
       "A/B benchmark of engine configurations: the same workload under each configuration,\n"
       "runs interleaved (A B C A B C ...) so machine drift cancels.\n\n"
-      "  specd bench --model M --compare \"\" \"--no-mmap\" \"--threads 1\"\n"
+      "  specd bench --model M --compare \"\" \"--mmap\" \"--threads 1\"\n"
       "  specd bench --model M --compare \"\" \"--speculative-algorithm NGRAM\" --json\n\n"
       "Each run is `specd generate --json` of this binary in a child process, with\n"
       "--model, the workload, --common flags and then the configuration's flags.\n"
@@ -320,7 +320,7 @@ void AddBenchCommand(CLI::App& root, int* exit_code) {
   // in command-line order.
   sub->add_flag("--compare", f->has_compare,
                 "Followed by the configurations, one string each: extra specd generate flags, "
-                "e.g. \"\" \"--no-mmap\" \"--tp 2 --allreduce-algo mpi\" "
+                "e.g. \"\" \"--mmap\" \"--tp 2 --allreduce-algo mpi\" "
                 "\"--speculative-algorithm NGRAM\"; the first is the baseline of the ratios. "
                 "A configuration that is exactly one of bench's own flags needs a leading space");
   sub->allow_extras();

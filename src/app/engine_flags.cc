@@ -12,8 +12,12 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
                   "Model: a Hugging Face folder (config.json + *.safetensors) or a .gguf file "
                   "(default: $SPECD_MODEL, else the embedded demo model)");
   sub->add_option("-t,--threads", f->threads, "Threads per rank (default: cores / tp)");
+  auto* mm = sub->add_flag("--mmap", f->mmap,
+                           "mmap the weight files (zero copy, shared page cache; pages faulted "
+                           "in at load) instead of reading them into anonymous huge-page memory");
   sub->add_flag("--no-mmap", f->no_mmap,
-                "Read weights into anonymous memory instead of mmap-ing the file");
+                "Read weights into anonymous memory (the default; see docs/performance.md)")
+      ->excludes(mm);
   sub->add_option("--quantize", f->quantize,
                   "Quantize float weight matrices to q8_0 or q4_0 while loading (same quantizer "
                   "as specd quantize)")
@@ -56,7 +60,8 @@ std::string ResolveModelPath(const EngineFlags& f) {
 RunnerOptions ToRunnerOptions(const EngineFlags& f) {
   RunnerOptions o;
   o.model_path = ResolveModelPath(f);
-  o.load.use_mmap = !f.no_mmap;
+  o.load.use_mmap = f.mmap && !f.no_mmap;
+  o.load.populate = o.load.use_mmap;
   if (!f.quantize.empty()) o.load.quantize = f.quantize == "q4_0" ? DType::kQ4_0 : DType::kQ8_0;
   int cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   o.threads = f.threads > 0 ? f.threads : std::max(1, cores / std::max(1, f.tp));

@@ -12,6 +12,9 @@ namespace specd::app {
 struct EngineFlags {
   std::string model;
   int threads = 0;  // 0: all cores / tp
+  // Weights are read into anonymous (huge-page) memory unless --mmap: on the
+  // VMs measured in docs/performance.md mmap-ed weights decode slower.
+  bool mmap = false;
   bool no_mmap = false;
   std::string quantize;  // "", q8_0 or q4_0
   int kv_cache_tokens = 0;

@@ -1,5 +1,5 @@
 // A read-only view of a whole file: either mmap-ed (zero copy) or read into
-// anonymous memory (--no-mmap; on some VMs mmap-ed weights decode 2-4x slower).
+// anonymous memory (the engine default, see docs/performance.md; --mmap maps).
 #pragma once
 
 #include <cstddef>
