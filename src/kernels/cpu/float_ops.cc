@@ -133,6 +133,15 @@ HWY_INLINE float Dot(const float* a, const float* b, int64_t n_elems) {
     acc1 = hn::MulAdd(hn::LoadU(d, a + i + n), hn::LoadU(d, b + i + n), acc1);
   }
   for (; i + n <= n_elems; i += n) acc0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), acc0);
+#if !HWY_MEM_OPS_MIGHT_FAULT
+  // Tail (e.g. head_dim 40 = 2 x 16 + 8) in one masked step; masked-off lanes
+  // are neither read nor faulted on.
+  if (i < n_elems) {
+    const auto m = hn::FirstN(d, static_cast<size_t>(n_elems - i));
+    acc1 = hn::MulAdd(hn::MaskedLoad(m, d, a + i), hn::MaskedLoad(m, d, b + i), acc1);
+    i = n_elems;
+  }
+#endif
   float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
   for (; i < n_elems; ++i) s += a[i] * b[i];
   return s;
@@ -147,6 +156,14 @@ HWY_INLINE void Axpy(float alpha, const float* x, float* y, int64_t n_elems) {
   for (; i + n <= n_elems; i += n) {
     hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
   }
+#if !HWY_MEM_OPS_MIGHT_FAULT
+  if (i < n_elems) {
+    const auto m = hn::FirstN(d, static_cast<size_t>(n_elems - i));
+    hn::BlendedStore(hn::MulAdd(va, hn::MaskedLoad(m, d, x + i), hn::MaskedLoad(m, d, y + i)), m, d,
+                     y + i);
+    return;
+  }
+#endif
   for (; i < n_elems; ++i) y[i] += alpha * x[i];
 }
 
@@ -283,38 +300,42 @@ void AttentionItemsImpl(const AttentionArgs& a, int64_t begin, int64_t end, int6
   const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * a.head_dim;
   const int first_q_slot = a.n_ctx - a.n_q;
   const float scale = 1.f / std::sqrt(static_cast<float>(a.head_dim));
-  // Scores of the visible slots, compacted, and their slot numbers.
-  std::vector<float> scores(static_cast<size_t>(a.n_ctx));
-  std::vector<int> slots(static_cast<size_t>(a.n_ctx));
+  // Scores of the visible slots, compacted, and their slot numbers; reused
+  // across calls (one set per thread).
+  thread_local std::vector<float> scores;
+  thread_local std::vector<const float*> values;  // V row of each visible slot
+  if (scores.size() < static_cast<size_t>(a.n_ctx)) {
+    scores.resize(static_cast<size_t>(a.n_ctx));
+    values.resize(static_cast<size_t>(a.n_ctx));
+  }
+  const int ps = a.kv.page_size;
   for (int64_t item = begin; item < end; item += step) {
     const int t = static_cast<int>(item / a.n_heads);
     const int h = static_cast<int>(item % a.n_heads);
     const int64_t kv_off = static_cast<int64_t>(h / group) * a.head_dim;
     const float* qv = a.q + item * a.head_dim;
     float* o = a.out + item * a.head_dim;
+    const uint8_t* mask_row = a.mask == nullptr ? nullptr : a.mask + static_cast<int64_t>(t) * a.n_q;
     int n_vis = 0;
-    for (int s = 0; s < a.n_ctx; ++s) {
-      if (s >= first_q_slot) {
-        const int j = s - first_q_slot;
-        bool visible = a.mask == nullptr ? j <= t
-                                         : a.mask[static_cast<int64_t>(t) * a.n_q + j] != 0;
-        if (!visible) continue;
+    // Page by page, so the slot -> address step is an add, not a division.
+    for (int page = 0, s0 = 0; s0 < a.n_ctx; ++page, s0 += ps) {
+      const float* kp = a.kv.k_pages[page] + kv_off;
+      const float* vp = a.kv.v_pages[page] + kv_off;
+      const int s1 = std::min(a.n_ctx, s0 + ps);
+      for (int s = s0; s < s1; ++s, kp += kv_stride, vp += kv_stride) {
+        if (s >= first_q_slot) {
+          const int j = s - first_q_slot;
+          if (mask_row == nullptr ? j > t : mask_row[j] == 0) continue;
+        }
+        scores[n_vis] = Dot(qv, kp, a.head_dim) * scale;
+        values[n_vis] = vp;
+        ++n_vis;
       }
-      const float* kvec = a.kv.k_pages[s / a.kv.page_size] +
-                          static_cast<int64_t>(s % a.kv.page_size) * kv_stride + kv_off;
-      scores[n_vis] = Dot(qv, kvec, a.head_dim) * scale;
-      slots[n_vis] = s;
-      ++n_vis;
     }
     std::fill(o, o + a.head_dim, 0.f);
     if (n_vis == 0) continue;  // nothing visible: output zeros (as the reference)
     SoftmaxImpl(scores.data(), n_vis);
-    for (int j = 0; j < n_vis; ++j) {
-      const int s = slots[j];
-      const float* vvec = a.kv.v_pages[s / a.kv.page_size] +
-                          static_cast<int64_t>(s % a.kv.page_size) * kv_stride + kv_off;
-      Axpy(scores[j], vvec, o, a.head_dim);
-    }
+    for (int j = 0; j < n_vis; ++j) Axpy(scores[j], values[j], o, a.head_dim);
   }
 }
 
