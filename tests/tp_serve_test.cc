@@ -84,6 +84,7 @@ class Serve {
       int st = 0;
       if (::waitpid(pid_, &st, WNOHANG) == pid_) {
         pid_ = -1;
+        early_exit_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         *why = "specd serve exited early:\n" + ReadAll(log_);
         return false;
       }
@@ -107,12 +108,15 @@ class Serve {
   }
   void Signal(int sig) { ::kill(pid_, sig); }
   int port() const { return port_; }
+  // The exit status when Start saw the process exit before /health said 200.
+  int early_exit() const { return early_exit_; }
   std::string log() const { return ReadAll(log_); }
 
  private:
   std::string log_;
   pid_t pid_ = -1;
   int port_ = 0;
+  int early_exit_ = -1;
 };
 
 // A completion's generated token ids (the "<id>" strings of logprobs.tokens:
@@ -256,6 +260,19 @@ TEST_F(TpServeTest, RankKilledMidStreamEndsItWithErrorEventAndExits) {
   const size_t root = log.find("root cause: rank 1");
   ASSERT_NE(root, std::string::npos) << log;
   EXPECT_NE(log.find("signal 9 (SIGKILL)", root), std::string::npos) << log;
+  ExpectNothingLeft();
+}
+
+// /health turns 200 only once every rank is ready: rank 1 dies at its first
+// collective (start-up), so the server never becomes healthy and exits 1.
+TEST_F(TpServeTest, RankDyingAtStartupNeverLetsHealthTurn200) {
+  Serve s(dir_.path() + "/startup.log");
+  std::string why;
+  EXPECT_FALSE(s.Start(Args("2"), "SPECD_FAULT_KILL_RANK=1:1", &why)) << "healthy without rank 1";
+  EXPECT_EQ(s.early_exit(), 1) << why;
+  const std::string log = s.log();
+  EXPECT_NE(log.find("root cause: rank 1"), std::string::npos) << log;
+  EXPECT_EQ(log.find("[serve] ready"), std::string::npos) << log;
   ExpectNothingLeft();
 }
 
