@@ -308,6 +308,16 @@ void OpenAiServer::Routes() {
             }
             std::string out;
             if (d.finished && (d.finish_reason == "error" || d.finish_reason == "cancelled")) {
+              // Tokens decided before the failure arrive merged with it:
+              // send them first, then the error.
+              if (!d.text.empty() || !d.token_ids.empty() || !d.logprobs.empty()) {
+                OutputDelta before = d;
+                before.finished = false;
+                before.finish_reason.clear();
+                OJson chunk = st->builder.Chunk(before);
+                if (st->include_usage) chunk["usage"] = nullptr;
+                out += SseData(chunk);
+              }
               const std::string msg = d.finish_reason == "error"
                                           ? "generation failed: " + d.error.ToString()
                                           : "the server is shutting down";
