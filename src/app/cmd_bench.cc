@@ -220,7 +220,7 @@ Status RunBench(const BenchFlags& f) {
                     {"decode_s", st["decode_s"]},
                     {"n_prompt", st["n_prompt"]},
                     {"n_generated", st["n_generated"]},
-                    {"weight_bytes", st.value("weight_bytes", 0)},
+                    {"weight_bytes", st.value("weight_bytes", uint64_t{0})},
                     {"threads", st.value("threads", 0)}};
         if (st.contains("accept_length_mean")) run["accept_length_mean"] = st["accept_length_mean"];
         if (r->contains("profile")) run["profile"] = (*r)["profile"];
