@@ -26,6 +26,11 @@ void AddLaunchFlags(CLI::App* sub, EngineFlags* engine, LaunchFlags* f) {
                   "Pin rank processes to CPUs: none (default), cores (rank r gets --threads "
                   "consecutive CPUs from r x threads), or one CPU list per rank separated by "
                   "':' (e.g. 0:1 or 0-3:4-7)");
+  sub->add_option("--comm-spin-us", f->comm_spin_us,
+                  "Microseconds a rank waiting in a collective spins before yielding the CPU "
+                  "(default 50, env SPECD_COMM_SPIN_US; ranks that outnumber the CPUs never "
+                  "spin)")
+      ->check(CLI::Range(0.0, 1e6));
   sub->add_option("--report-file", f->report_file,
                   "On failure, also write the root-cause report as JSON to this file");
   sub->footer(
@@ -103,7 +108,9 @@ int RunOnRanks(const EngineFlags& ef, const LaunchFlags& lf, const RankJob& job)
     return true;
   };
   if (lf.comm == "mpi") {
-    auto comm = NewMpiCommunicator(MpiOptionsFromEnv());
+    MpiOptions mo = MpiOptionsFromEnv();
+    if (lf.comm_spin_us >= 0) mo.shm.spin_us = lf.comm_spin_us;
+    auto comm = NewMpiCommunicator(mo);
     if (!comm.ok()) {
       LogStatus(std::move(comm).TakeStatus().WithStage("comm init"));
       return 1;
@@ -129,6 +136,7 @@ int RunOnRanks(const EngineFlags& ef, const LaunchFlags& lf, const RankJob& job)
     return 0;
   }
   ShmOptions so = ShmOptionsFromEnv();
+  if (lf.comm_spin_us >= 0) so.spin_us = lf.comm_spin_us;
   auto group = CreateShmGroup(ef.tp, so);
   if (!group.ok()) {
     LogStatus(std::move(group).TakeStatus().WithStage("comm init"));

@@ -17,6 +17,7 @@ struct LaunchFlags {
   std::string report_file;
   std::string allreduce_algo = "auto";
   std::string cpu_bind = "none";  // none | cores | per-rank CPU lists (launch/cpu_bind.h)
+  double comm_spin_us = -1;       // < 0: ShmOptions' default (or SPECD_COMM_SPIN_US)
 };
 
 void AddLaunchFlags(CLI::App* sub, EngineFlags* engine, LaunchFlags* f);

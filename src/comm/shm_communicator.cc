@@ -136,13 +136,8 @@ class ShmCommunicator final : public Communicator {
       if (r != rank_) peers_mask_ |= uint64_t{1} << r;
     }
     // When ranks outnumber cores a spinning waiter steals the CPU from the
-    // rank it waits for, so spin only briefly before yielding.
-    // Otherwise spin for up to 2 ms (as MPI's progress loop does): a yield
-    // on a busy machine can cost a whole scheduler time slice.
-    spin_ns_ = world_ <= OnlineCpus() ? 2000000 : 0;
-    if (const char* v = std::getenv("SPECD_COMM_SPIN_US"); v != nullptr && *v != '\0') {
-      spin_ns_ = std::max(0, std::atoi(v)) * int64_t{1000};
-    }
+    // rank it waits for, so it yields at once (see ShmOptions::spin_us).
+    spin_ns_ = world_ <= OnlineCpus() ? static_cast<int64_t>(o.spin_us * 1000.0) : 0;
     tuning_ = LookupAllreduceTuning(platform_key_, world_).tuning;
     SetAllreduceAlgo(algo_);
   }

@@ -176,6 +176,17 @@ ShmOptions ShmOptionsFromEnv() {
                   "' is not a positive number of seconds: ignored (using 60)");
     }
   }
+  if (const char* v = std::getenv("SPECD_COMM_SPIN_US"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    double us = std::strtod(v, &end);
+    if (end != v && *end == '\0' && us >= 0) {
+      o.spin_us = us;
+    } else {
+      LogOnce(LogLevel::kWarn, "SPECD_COMM_SPIN_US", kStage,
+              std::string("SPECD_COMM_SPIN_US='") + v +
+                  "' is not a number of microseconds >= 0: ignored (using 50)");
+    }
+  }
   if (const char* v = std::getenv("SPECD_ALLREDUCE_ALGO"); v != nullptr && *v != '\0') {
     auto a = ParseAllreduceAlgo(v);
     if (a.ok()) {

@@ -49,6 +49,12 @@ struct ShmOptions {
   std::string platform_key;
   // Period of the liveness check of missing peers while waiting.
   double liveness_check_s = 0.002;
+  // How long a wait spins before it yields the CPU, when the ranks fit the
+  // CPUs (with more ranks than CPUs it never spins). Spinning answers a peer
+  // that arrives within microseconds at once; spinning longer takes the core
+  // from a peer that another process has preempted, which on a busy host costs
+  // whole scheduler time slices. Env SPECD_COMM_SPIN_US overrides.
+  double spin_us = 50.0;
 };
 
 // Defaults with the environment overrides applied (invalid values are logged
