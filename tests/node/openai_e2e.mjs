@@ -182,10 +182,12 @@ async function kvUsedPages() {
 const longStream = await client.completions.create({ model, prompt, temperature: 0,
                                                       max_tokens: 400, ignore_eos: true,
                                                       stream: true });
+// (The tiny test model may finish before /metrics is read, so only the end
+// state is checked here; runtime's CancellationFreesKvPages checks a
+// cancellation that certainly lands mid-generation.)
 let gotChunks = 0;
 for await (const chunk of longStream) {
   if (++gotChunks === 2) {
-    check("KV pages in use while streaming", (await kvUsedPages()) > 0);
     longStream.controller.abort();
     break;
   }
