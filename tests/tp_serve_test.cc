@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "serve_process.h"
 #include "test_util.h"
 
 namespace specd {
@@ -29,13 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::RunCommand;
 using testing::SpecdBinary;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using Serve = testing::ServeProcess;
 
 // Entries of /dev/shm that specd could have created.
 int ShmEntries() {
@@ -45,79 +40,6 @@ int ShmEntries() {
     n += e.path().filename().string().find("specd") != std::string::npos;
   return n;
 }
-
-class Serve {
- public:
-  explicit Serve(std::string log) : log_(std::move(log)) {}
-  ~Serve() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  // Starts `specd serve ARGS` (stderr to the log; `env` as NAME=VALUE is
-  // added to the environment) and waits for /health 200.
-  bool Start(const std::vector<std::string>& args, const std::string& env, std::string* why) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      FILE* f = std::freopen(log_.c_str(), "w", stderr);
-      (void)f;
-      if (!env.empty()) ::putenv(const_cast<char*>(env.c_str()));
-      std::vector<char*> argv;
-      const std::string bin = SpecdBinary();
-      argv.push_back(const_cast<char*>(bin.c_str()));
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(bin.c_str(), argv.data());
-      ::_exit(127);
-    }
-    const std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
-    for (int i = 0; i < 1200; ++i) {
-      std::smatch m;
-      const std::string log = ReadAll(log_);
-      if (port_ == 0 && std::regex_search(log, m, listening)) port_ = std::stoi(m[1]);
-      if (port_ != 0) {
-        httplib::Client c("127.0.0.1", port_);
-        auto res = c.Get("/health");
-        if (res && res->status == 200) return true;
-      }
-      int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        early_exit_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        *why = "specd serve exited early:\n" + ReadAll(log_);
-        return false;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    *why = "specd serve not healthy after 60 s:\n" + ReadAll(log_);
-    return false;
-  }
-  // Waits up to `secs` for the supervisor to exit; its exit status, or -1.
-  int Wait(double secs) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(secs);
-    while (std::chrono::steady_clock::now() < until) {
-      int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return -1;
-  }
-  void Signal(int sig) { ::kill(pid_, sig); }
-  int port() const { return port_; }
-  // The exit status when Start saw the process exit before /health said 200.
-  int early_exit() const { return early_exit_; }
-  std::string log() const { return ReadAll(log_); }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-  int early_exit_ = -1;
-};
 
 // A completion's generated token ids (the "<id>" strings of logprobs.tokens:
 // the tiny model has no tokenizer).
