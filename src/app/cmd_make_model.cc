@@ -28,6 +28,9 @@ void AddMakeModelCommand(CLI::App& root, int* exit_code) {
       ->required();
   sub->add_option("--seed", args->options.seed, "Random seed (same seed, same bytes)")
       ->capture_default_str();
+  sub->add_option("--vocab", args->options.vocab,
+                  "gguf: none (default) or synthetic (an SPM vocabulary of the model's size, "
+                  "so that tools that require a tokenizer, such as llama.cpp, load the file)");
   sub->add_option("--tokenizer", args->options.tokenizer_json,
                   "A tokenizer.json to copy next to a safetensors model");
   sub->callback([args, exit_code] {

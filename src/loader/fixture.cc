@@ -143,12 +143,57 @@ std::vector<WeightSource> RandomWeights(const ModelConfig& c, uint64_t seed) {
   return out;
 }
 
+GgufVocab SyntheticVocab(const ModelConfig& c) {
+  GgufVocab v;
+  v.model = "llama";
+  v.pre = "default";
+  const int n = static_cast<int>(c.vocab_size);
+  v.tokens.resize(n);
+  v.scores.assign(n, 0.0f);
+  v.token_types.assign(n, 1);
+  std::vector<bool> taken(n, false);
+  auto place = [&](int id, std::string text, int type) {
+    v.tokens[id] = std::move(text);
+    v.token_types[id] = type;
+    taken[id] = true;
+  };
+  v.bos_id = c.bos_id >= 0 && c.bos_id < n ? c.bos_id : -1;
+  v.eos_id = !c.eos_ids.empty() && c.eos_ids[0] >= 0 && c.eos_ids[0] < n ? c.eos_ids[0] : -1;
+  if (v.bos_id >= 0) place(v.bos_id, "<s>", 3);
+  if (v.eos_id >= 0 && v.eos_id != v.bos_id) place(v.eos_id, "</s>", 3);
+  int next = 0;
+  auto free_id = [&]() {
+    while (next < n && taken[next]) ++next;
+    return next < n ? next : -1;
+  };
+  if (int id = free_id(); id >= 0) {
+    place(id, "<unk>", 2);
+    v.unk_id = id;
+  }
+  for (int b = 0; b < 256; ++b) {
+    int id = free_id();
+    if (id < 0) break;
+    place(id, fmt::format("<0x{:02X}>", b), 6);
+  }
+  for (int id = 0; id < n; ++id) {
+    if (taken[id]) continue;
+    v.tokens[id] = fmt::format("\u2581t{}", id);
+    v.scores[id] = -static_cast<float>(id);
+  }
+  v.add_bos = v.bos_id >= 0;
+  return v;
+}
+
 Status MakeFixture(const FixtureOptions& o) {
   if (o.out.empty()) return InvalidArgumentError("make-model: --out is required");
   ASSIGN_OR_RETURN(ModelConfig c, FixturePreset(o.preset));
   Stopwatch sw;
   std::vector<WeightSource> weights = RandomWeights(c, o.seed);
   if (o.format == "safetensors") {
+    if (o.vocab != "none") {
+      return InvalidArgumentError("make-model: --vocab is only supported with --format gguf "
+                                  "(give a safetensors model a --tokenizer tokenizer.json)");
+    }
     if (IsQuantized(o.dtype)) {
       return InvalidArgumentError(fmt::format("make-model: dtype {} needs --format gguf "
                                               "(safetensors holds f32, f16 or bf16)",
@@ -167,6 +212,14 @@ Status MakeFixture(const FixtureOptions& o) {
     GgufModelOptions go;
     go.dtype = o.dtype;
     go.name = "specd fixture " + o.preset;
+    GgufVocab vocab;
+    if (o.vocab == "synthetic") {
+      vocab = SyntheticVocab(c);
+      go.vocab = &vocab;
+    } else if (o.vocab != "none") {
+      return InvalidArgumentError(fmt::format("make-model: --vocab '{}': expected none or "
+                                              "synthetic", o.vocab));
+    }
     RETURN_IF_ERROR(WriteGgufModel(c, weights, go, o.out));
   } else {
     return InvalidArgumentError(fmt::format("make-model: unknown format '{}' (expected "

@@ -35,7 +35,16 @@ struct FixtureOptions {
   std::string out;
   uint64_t seed = 0;
   std::string tokenizer_json;          // copied into a safetensors folder when set
+  // gguf only: "none" (tokenizer.ggml.model = no_vocab) or "synthetic": an
+  // SPM ("llama") vocabulary of the preset's size, so that engines which
+  // insist on a tokenizer (llama.cpp) load the file for benchmarks.
+  std::string vocab = "none";
 };
+
+// The "synthetic" vocabulary: <unk> at 0 (unless a special id is 0), the
+// config's BOS/EOS as control tokens <s> / </s>, the 256 byte tokens
+// <0x00>..<0xFF> at the first free ids, then "▁t<id>" normal tokens.
+GgufVocab SyntheticVocab(const ModelConfig& c);
 
 // Writes the fixture; InvalidArgument for impossible combinations
 // (q8_0/q4_0 with safetensors, a tokenizer with gguf, unknown format).
