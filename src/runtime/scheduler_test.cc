@@ -271,6 +271,10 @@ TEST(SchedulerTest, CancellationFreesKvPages) {
     ASSERT_TRUE(st->Next(&d, 30.0));
     EXPECT_FALSE(d.token_ids.empty());
   }
+  // The gauge is published at a step boundary, which may come just after the
+  // first tokens reach the streams; 1000-token requests keep running past it.
+  for (int i = 0; i < 1000 && s.metrics().kv_used_pages.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   EXPECT_GT(s.metrics().kv_used_pages.load(), 0);
   for (auto& st : streams) st->Cancel();
   for (auto& st : streams) EXPECT_EQ(Drain(*st).finish_reason, "cancelled");
