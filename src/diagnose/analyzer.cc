@@ -133,18 +133,16 @@ Analyzer::Stream* Analyzer::GetStream(const std::string& label, int rank) {
 // stdout without a final newline, then a stderr log line: "text2026-12-02T
 // 15:27:20.901Z WARN  ..."), or npos. Only specd's exact stamp counts.
 size_t GluedSpecdStamp(std::string_view line) {
-  static constexpr std::string_view kLevels[] = {"Z ERROR ", "Z WARN  ", "Z INFO  ", "Z DEBUG "};
-  for (std::string_view lv : kLevels) {
-    size_t p = line.find(lv, 1);
-    while (p != std::string_view::npos) {
-      // "2026-12-02T15:27:20.901" is 23 bytes before the 'Z'.
-      if (p >= 23 + 1) {
-        size_t start = p - 23;
-        double ts;
-        if (ParseIsoTimestamp(line.substr(start), &ts) == 24) return start;
-      }
-      p = line.find(lv, p + 1);
-    }
+  static constexpr std::string_view kLevels[] = {"ERROR ", "WARN  ", "INFO  ", "DEBUG "};
+  // One pass over the line for "Z " (rare outside stamps), then the level word
+  // and the 23 stamp bytes before the 'Z' ("2026-12-02T15:27:20.901").
+  for (size_t p = line.find("Z ", 24); p != std::string_view::npos; p = line.find("Z ", p + 1)) {
+    std::string_view rest = line.substr(p + 2);
+    bool level = false;
+    for (std::string_view lv : kLevels) level = level || rest.substr(0, lv.size()) == lv;
+    if (!level) continue;
+    double ts;
+    if (ParseIsoTimestamp(line.substr(p - 23), &ts) == 24) return p - 23;
   }
   return std::string_view::npos;
 }
