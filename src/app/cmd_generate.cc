@@ -64,12 +64,8 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
 StatusOr<std::vector<double>> MeasureForwardCost(Engine& engine,
                                                  const std::vector<int32_t>& prompt,
                                                  const std::vector<int32_t>& sizes, int iters) {
-  const int seq = engine.NewSequence();
-  struct Cleanup {
-    Engine& e;
-    int seq;
-    ~Cleanup() { e.FreeSequence(seq); }
-  } cleanup{engine, seq};
+  const ScopedSequence sequence(engine);
+  const int seq = sequence.id();
   ForwardOutput out;
   SeqInput in;
   in.seq = seq;

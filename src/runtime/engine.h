@@ -46,4 +46,19 @@ class Engine {
   bool shut_down_ = false;
 };
 
+// A sequence that is freed (its KV pages returned) when the guard goes out of
+// scope, on every path out of a single-sequence job.
+class ScopedSequence {
+ public:
+  explicit ScopedSequence(Engine& engine) : engine_(engine), seq_(engine.NewSequence()) {}
+  ~ScopedSequence() { engine_.FreeSequence(seq_); }
+  ScopedSequence(const ScopedSequence&) = delete;
+  ScopedSequence& operator=(const ScopedSequence&) = delete;
+  int id() const { return seq_; }
+
+ private:
+  Engine& engine_;
+  int seq_;
+};
+
 }  // namespace specd

@@ -49,17 +49,15 @@ Status GeneratePlain(Engine& engine, const GenerateRequest& req, const TokenCall
   OpProfile& prof = engine.runner().profile();
   prof.set_phase(ProfPhase::kPrefill);
   int64_t step_start = prof.enabled() ? NowNanos() : 0;
-  int seq = engine.NewSequence();
+  const ScopedSequence sequence(engine);
+  const int seq = sequence.id();
   ForwardOutput out;
   Stopwatch sw;
   SeqInput in;
   in.seq = seq;
   in.tokens = req.prompt;
   Status s = engine.Forward({in}, false, &out);
-  if (!s.ok()) {
-    engine.FreeSequence(seq);
-    return s;
-  }
+  if (!s.ok()) return s;
   st.prefill_s = sw.Seconds();
   sw.Reset();
   double comm0 = engine.runner().comm()->comm_seconds();
@@ -95,7 +93,6 @@ Status GeneratePlain(Engine& engine, const GenerateRequest& req, const TokenCall
   st.decode_s = sw.Seconds();
   st.comm_s = engine.runner().comm()->comm_seconds() - comm0;
   st.n_generated = static_cast<int>(result->tokens.size());
-  engine.FreeSequence(seq);
   return s;
 }
 

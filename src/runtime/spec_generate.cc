@@ -37,12 +37,8 @@ Status GenerateSpeculative(Engine& engine, Eagle3Head* head, const SpecOptions& 
   const int V = c.vocab_size;
 
   Sampler sampler(req.sampling.seed);
-  const int seq = engine.NewSequence();
-  struct Cleanup {
-    Engine& e;
-    int seq;
-    ~Cleanup() { e.FreeSequence(seq); }
-  } cleanup{engine, seq};
+  const ScopedSequence sequence(engine);
+  const int seq = sequence.id();
 
   // --profile: the prefill step is the prompt's forward, the first sample and
   // the draft head's prefill; a decode step is one draft-verify-commit round.
