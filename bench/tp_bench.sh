@@ -18,23 +18,21 @@
 # ratios B/A, measured in the same run. Greedy decoding with --ignore-eos, so
 # every run decodes exactly MAX_TOKENS tokens.
 #
-# Measured on the shared 2-core development VM while other builds ran (load
-# average 3-7, so both configurations lose CPU to other processes; TP=2 needs
-# both ranks on a core at once and suffers most). Decode tok/s medians, prompt
-# 16 tokens, greedy; ratio = TP2x1 / TP1x2; comm share = rank 0's time inside
-# collectives (waits for the other rank included) over decode time at TP=2.
-# Default wait (spin up to 2 ms, then yield) vs SPECD_COMM_SPIN_US=0 (yield at once):
+# Measured on the shared 2-core development VM (load average 1.8-2.3), default wait (spin
+# 50 us, then yield). Decode tok/s medians, prompt 16 tokens, greedy; ratio = TP2x1 / TP1x2;
+# comm share = rank 0's time inside collectives (waits for the other rank included) over
+# decode time at TP=2:
 #
-#   model              tokens pairs | spin 2 ms: tp1x2  tp2x1  ratio  comm | spin 0: tp1x2  tp2x1  ratio  comm
-#   small-170m q4_0        64     4 |            29.3   12.9   0.43   65%  |         25.1   31.9   1.27   42%
-#   small-170m f16         64     3 |            11.0    7.0   0.64   52%  |         10.1   12.2   1.15   32%
-#   llama-3.2-1b q4_0      32     3 |             4.6    3.8   0.82   46%  |          4.9    4.5   0.94   45%
-#   llama-3.2-1b f16       16     2 |             1.8    1.9   1.07   23%  |          2.8    2.1   0.77   19%
-#   (the f16 1B row: 2 pairs of 16 tokens, per-run spread +-30%: noise dominates)
+#   model              tokens pairs |  tp1x2  tp2x1  ratio  comm
+#   small-170m q4_0        64     4 |   44.8   87.7   1.93   6.6%
+#   small-170m f16         64     4 |   25.0   37.2   1.50   5.0%
+#   small-170m q4_0        32     3 |   51.5   96.4   1.85   6.7%
+#   llama-3.2-1b q4_0      32     3 |    9.1   14.8   1.40   7.4%
 #
-# On a loaded machine a waiting rank that spins takes the core its partner
-# needs; yielding at once wins. The goal (TP=2 within 5% of TP=1, comm under
-# 10% of the step) needs a quiet machine to judge.
+# TP=2 beats TP=1 x 2 threads here: each rank's single thread needs no fork/join per matmul
+# and its shard's weights are half as many bytes. With the earlier 2 ms spin, the same
+# machine under heavier load (3-7) gave ratios of 0.43-0.82 and comm shares of 46-65%: a
+# spinning rank took the core its preempted partner needed (docs/shm-protocol.md).
 set -euo pipefail
 
 PAIRS=${1:-3}
