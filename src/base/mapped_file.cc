@@ -45,13 +45,16 @@ StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path,
     int err = errno;
     ::close(fd);
     if (p == MAP_FAILED) return ErrnoError(path + ": mmap failed", err);
-    // Start read-ahead of the whole file now, and ask for huge pages where
-    // the kernel maps file-backed THP (fewer TLB misses while streaming
-    // weights); both are hints, failures are harmless.
-    ::madvise(p, f->size_, MADV_WILLNEED);
+    if (options.populate) {
+      // Weights about to be streamed every step: start read-ahead of the
+      // whole file now, and ask for huge pages where the kernel maps
+      // file-backed THP (fewer TLB misses). Hints only; failures are harmless.
+      // Not for readers of a small part of a large file (a GGUF's vocabulary).
+      ::madvise(p, f->size_, MADV_WILLNEED);
 #ifdef MADV_HUGEPAGE
-    ::madvise(p, f->size_, MADV_HUGEPAGE);
+      ::madvise(p, f->size_, MADV_HUGEPAGE);
 #endif
+    }
     f->data_ = static_cast<uint8_t*>(p);
     f->is_mmap_ = true;
     return f;

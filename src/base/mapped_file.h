@@ -13,7 +13,9 @@ namespace specd {
 
 struct MapOptions {
   bool use_mmap = true;
-  // With mmap: MAP_POPULATE, so page faults happen at load, not during decode.
+  // With mmap: MAP_POPULATE (plus read-ahead and huge-page hints), so page
+  // faults happen at load, not during decode. For weights, not for reading a
+  // small part of a large file.
   bool populate = false;
   // Print a progress line while reading files larger than this (no-mmap only).
   size_t progress_min_bytes = size_t{256} << 20;
