@@ -27,6 +27,11 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
                   "capped at 32768)");
   sub->add_flag("--no-fuse-allreduce-norm", f->no_fuse_allreduce_norm,
                 "Run allreduce, residual add and RMSNorm as three passes (A/B baseline)");
+  sub->add_option("--matmul-split", f->matmul_split,
+                  "How matmul rows are shared among threads: dynamic (chunks claimed from a "
+                  "shared counter, the default) or static (one equal range per thread; A/B "
+                  "baseline)")
+      ->check(CLI::IsMember({"dynamic", "static"}));
 }
 
 void AddSpecFlags(CLI::App* sub, SpecFlags* f) {
@@ -67,6 +72,8 @@ RunnerOptions ToRunnerOptions(const EngineFlags& f) {
   o.threads = f.threads > 0 ? f.threads : std::max(1, cores / std::max(1, f.tp));
   o.kv_cache_tokens = f.kv_cache_tokens;
   o.transformer.fuse_allreduce_norm = !f.no_fuse_allreduce_norm;
+  o.matmul_split = f.matmul_split == "static" ? kernels::MatMulSplit::kStatic
+                                              : kernels::MatMulSplit::kDynamic;
   return o;
 }
 

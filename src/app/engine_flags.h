@@ -19,6 +19,7 @@ struct EngineFlags {
   std::string quantize;  // "", q8_0 or q4_0
   int kv_cache_tokens = 0;
   bool no_fuse_allreduce_norm = false;
+  std::string matmul_split = "dynamic";
   int tp = 1;
 };
 

@@ -27,6 +27,13 @@ void SetFloatTargets(int64_t hwy_targets);
 // The Highway target the float ops use now ("AVX3", "AVX2", "EMU128", ...).
 const char* ActiveFloatTarget();
 
+// How a matmul's output rows are split across the pool's threads: dynamic
+// (default) hands out row chunks from a shared counter so a thread that wakes
+// late or is preempted takes less; static gives each thread one equal range.
+enum class MatMulSplit { kDynamic, kStatic };
+MatMulSplit ActiveMatMulSplit();
+void SetMatMulSplit(MatMulSplit split);
+
 // Applies the probe's choice (and logs it once). Every kernel entry point calls
 // this; it is cheap after the first call.
 void EnsureKernelPathsInitialized();

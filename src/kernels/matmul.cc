@@ -29,8 +29,12 @@ struct ActScratch {
   std::vector<float> d;
   std::vector<int32_t> corr;
   std::vector<uint16_t> bf16;
-  std::vector<uint8_t> tiled_qs;
+  std::vector<int8_t> tiled_qs;
+  std::vector<int32_t> tiled_corr;
   std::vector<float> tiled_d;
+  std::vector<int8_t> quad_qs;
+  std::vector<int32_t> quad_corr;
+  std::vector<float> quad_d;
 };
 
 ActScratch& Scratch() {
@@ -38,13 +42,22 @@ ActScratch& Scratch() {
   return scratch;
 }
 
+std::atomic<MatMulSplit> g_split{MatMulSplit::kDynamic};
+
+// Row chunks are multiples of 4 rows: the multi-row kernels work on groups of 4.
+constexpr int64_t kRowAlign = 4;
+
 void RunRows(int64_t n_out, int64_t macs_per_row, ThreadPool* pool,
              const std::function<void(int64_t, int64_t)>& body) {
   if (pool == nullptr || pool->size() == 1 || n_out * macs_per_row < kMinParallelMacs) {
     body(0, n_out);
     return;
   }
-  pool->ParallelFor(n_out, body);
+  if (g_split.load(std::memory_order_relaxed) == MatMulSplit::kDynamic) {
+    pool->ParallelForDynamic(n_out, kRowAlign, body);
+  } else {
+    pool->ParallelFor(n_out, body);
+  }
 }
 
 void RunTokens(int n_tokens, ThreadPool* pool, const std::function<void(int64_t, int64_t)>& body) {
@@ -91,14 +104,22 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   // rest through the row kernel.
   int n_tiled = 0;
   cpu::TiledActs tiled;
-  if (tiled_fn != nullptr && n_tokens >= table->tiled_min_tokens) {
+  if (tiled_fn != nullptr && acts.corr != nullptr && n_tokens >= table->tiled_min_tokens) {
     const int rem = n_tokens % cpu::kTileTokens;
     n_tiled = rem >= table->tiled_min_tokens ? n_tokens : n_tokens - rem;
     const int n_tiles = (n_tiled + cpu::kTileTokens - 1) / cpu::kTileTokens;
-    cpu::BuildTiledActs(acts, 0, n_tiles, &s.tiled_qs, &s.tiled_d, &tiled);
+    cpu::BuildTiledActs(acts, 0, n_tiles, &s.tiled_qs, &s.tiled_corr, &s.tiled_d, &tiled);
   }
+  // The rest: through the quad kernel when there are enough tokens for it,
+  // else through the row kernel.
+  cpu::QuantQuadRowsFn quad_fn = q4 ? table->q4_0_quad : table->q8_0_quad;
+  const int n_rest = n_tokens - n_tiled;
+  const bool use_quad = quad_fn != nullptr && acts.corr != nullptr && n_rest >= 2 &&
+                        n_rest >= table->quad_min_tokens;
+  cpu::QuadActs quad;
+  if (use_quad) cpu::BuildQuadActs(acts, n_tiled, &s.quad_qs, &s.quad_corr, &s.quad_d, &quad);
   cpu::QuantizedActs rest = acts;
-  rest.n_tokens = n_tokens - n_tiled;
+  rest.n_tokens = n_rest;
   rest.qs += n_tiled * k;
   rest.d += n_tiled * nb;
   if (rest.corr != nullptr) rest.corr += n_tiled * nb * 8;
@@ -108,7 +129,10 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
     if (n_tiled > 0) {
       tiled_fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, tiled, n_tiled, y + r0, n_out);
     }
-    if (rest.n_tokens > 0) {
+    if (n_rest == 0) return;
+    if (use_quad) {
+      quad_fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, quad, n_rest, y_rest + r0, n_out);
+    } else {
       fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, rest, y_rest + r0, n_out);
     }
   });
@@ -130,6 +154,9 @@ void Bf16MatMulAvx512(const TensorView& w, int64_t row_begin, int64_t n_out, con
 }
 
 }  // namespace
+
+MatMulSplit ActiveMatMulSplit() { return g_split.load(std::memory_order_relaxed); }
+void SetMatMulSplit(MatMulSplit split) { g_split.store(split, std::memory_order_relaxed); }
 
 void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
                 int n_tokens, float* y, ThreadPool* pool) {

@@ -105,8 +105,10 @@ TEST_P(QuantMatMulTest, MatchesReferenceOnOddShapes) {
   for (int64_t cols : {32, 96, 160, 1056, 2048}) {
     for (int64_t rows : {1, 7, 33}) {
       Weights w = MakeWeights(dtype, rows, cols, static_cast<uint32_t>(rows * 131 + cols));
-      // 12 = one partial 16-token tile; 33 = two tiles + 1 token on the row kernel.
-      for (int n_tokens : {1, 3, 7, 12, 16, 33}) {
+      // 2-5, 8: quad kernel (one, two quads, padding); 12 = one partial
+      // 16-token tile; 20 = a tile + a quad; 33 = two tiles + 1 token on the
+      // row kernel.
+      for (int n_tokens : {1, 2, 3, 4, 5, 7, 8, 12, 16, 20, 33}) {
         SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
                      " n_tokens=" + std::to_string(n_tokens));
         std::vector<float> x = MakeActs(n_tokens, cols, static_cast<uint32_t>(n_tokens + cols));

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -161,6 +162,30 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
     int64_t begin = index * base + (index < extra ? index : extra);
     int64_t end = begin + base + (index < extra ? 1 : 0);
     if (begin < end) fn(begin, end);
+  });
+}
+
+void ThreadPool::ParallelForDynamic(int64_t n, int64_t align,
+                                    const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (align < 1) align = 1;
+  const int threads = size();
+  const int64_t units = (n + align - 1) / align;
+  if (threads == 1 || units == 1) {
+    fn(0, n);
+    return;
+  }
+  const int64_t n_chunks = std::min<int64_t>(units, int64_t{threads} * kChunksPerThread);
+  // Chunk c covers units [c * units / n_chunks, (c + 1) * units / n_chunks).
+  std::atomic<int64_t> next{0};
+  Run([&](int, int) {
+    for (;;) {
+      const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= n_chunks) return;
+      const int64_t begin = c * units / n_chunks * align;
+      const int64_t end = std::min(n, (c + 1) * units / n_chunks * align);
+      if (begin < end) fn(begin, end);
+    }
   });
 }
 

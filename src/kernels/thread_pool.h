@@ -25,6 +25,15 @@ class ThreadPool {
   // Splits [0, n) into contiguous chunks, one per thread, and runs
   // fn(begin, end) on each; returns when all have finished.
   void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+  // Splits [0, n) into about kChunksPerThread chunks per thread, each a
+  // multiple of `align` long (except the last), which threads claim in order
+  // from a shared counter until none is left; runs fn(begin, end) per chunk.
+  // A thread that starts late (woken from sleep) or is preempted takes fewer
+  // chunks instead of holding up the others, which a fixed split cannot do.
+  // REQUIRES: align >= 1.
+  static constexpr int kChunksPerThread = 8;
+  void ParallelForDynamic(int64_t n, int64_t align,
+                          const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   struct Impl;

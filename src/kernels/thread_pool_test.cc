@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -35,6 +36,51 @@ TEST(ThreadPoolTest, ParallelForCoversRangeExactlyOnce) {
     });
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << "n=" << n << " i=" << i;
   }
+}
+
+TEST(ThreadPoolTest, ParallelForDynamicCoversRangeOnceInAlignedChunks) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t align : {1, 4, 7}) {
+      for (int64_t n : {0, 1, 3, 4, 5, 17, 64, 100, 1001, 8192}) {
+        std::vector<int> hits(n, 0);
+        std::atomic<int> misaligned{0};
+        pool.ParallelForDynamic(n, align, [&](int64_t b, int64_t e) {
+          ASSERT_LT(b, e);
+          if (b % align != 0 || (e != n && e % align != 0)) misaligned.fetch_add(1);
+          for (int64_t i = b; i < e; ++i) hits[i] += 1;
+        });
+        EXPECT_EQ(misaligned.load(), 0) << "n=" << n << " align=" << align;
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(hits[i], 1) << "threads=" << threads << " n=" << n << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(ThreadPoolTest, ParallelForDynamicLetsAFastThreadTakeASlowThreadsShare) {
+  // One thread stalls on its first chunk; the others must drain the rest
+  // meanwhile, so the stalled thread ends up with far fewer than 1/threads.
+  ThreadPool pool(2);
+  const int64_t n = 64;
+  std::vector<int> owner(n, -1);
+  std::atomic<bool> stalled{false};
+  pool.ParallelForDynamic(n, 1, [&](int64_t b, int64_t e) {
+    thread_local int me = -1;
+    static std::atomic<int> ids{0};
+    if (me < 0) me = ids.fetch_add(1);
+    if (!stalled.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (int64_t i = b; i < e; ++i) owner[i] = me;
+  });
+  std::vector<int> counts(64, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_GE(owner[i], 0);
+    counts[owner[i]] += 1;
+  }
+  int max_share = 0;
+  for (int c : counts) max_share = std::max(max_share, c);
+  EXPECT_GE(max_share, n * 3 / 4);
 }
 
 TEST(ThreadPoolTest, ManyBackToBackCallsSeeEachOthersWrites) {

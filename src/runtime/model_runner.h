@@ -7,6 +7,7 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "kernels/dispatch.h"
 #include "kernels/thread_pool.h"
 #include "loader/checkpoint.h"
 #include "model/kv_cache.h"
@@ -22,6 +23,8 @@ struct RunnerOptions {
   int kv_cache_tokens = 0;   // 0: min(context length, 8192) · 4
   int page_size = 16;
   TransformerOptions transformer;
+  // Process-wide: applied by Create (every rank runs one runner).
+  kernels::MatMulSplit matmul_split = kernels::MatMulSplit::kDynamic;
 };
 
 class ModelRunner {

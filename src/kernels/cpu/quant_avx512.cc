@@ -145,46 +145,46 @@ SPECD_AVX512_TARGET void RowsQ4(const uint8_t* w, size_t row_bytes, int64_t n_ro
   Rows<BlockQ4_0>(w, row_bytes, n_rows, a, y, ldy);
 }
 
-// The signed bytes of one block (Q4_0: nibble - 8) and their sum.
-SPECD_AVX512_TARGET inline __m256i LoadOneS8(const BlockQ8_0& blk) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
-}
-SPECD_AVX512_TARGET inline __m256i LoadOneS8(const BlockQ4_0& blk) {
-  return _mm256_sub_epi8(LoadOneU8(blk), _mm256_set1_epi8(8));
-}
-SPECD_AVX512_TARGET inline int32_t SumS8(__m256i v) {
-  // vpdpbusd with all-ones unsigned bytes sums groups of 4 signed bytes.
-  __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), v);
-  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
-  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s4);
+// The f32 scales of blocks [0, nb) of one row: 16 f16 scales per gather (the
+// blocks are sizeof(Block) bytes apart; each dword read stays inside a block).
+template <typename Block>
+SPECD_AVX512_TARGET void RowScalesF32(const Block* row, int64_t nb, float* out) {
+  const __m512i idx = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int>(sizeof(Block))));
+  for (int64_t b = 0; b < nb; b += 16) {
+    const int64_t n = nb - b < 16 ? nb - b : 16;
+    const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+    const __m512i raw =
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, &row[b].d, 1);
+    const __m512 f = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+    _mm512_mask_storeu_ps(out + b, m, f);
+  }
 }
 
 // Token-lane kernel: R weight rows against every 16-token tile. The rows are
-// first unpacked once per row group into signed bytes, f32 scales and
-// -128 * block sums; then per block the 8 activation vectors are loaded once
-// and each weight dword is a broadcast memory operand of vpdpbusd (one fused
-// uop per 4 elements x 16 tokens). Two i32 accumulators per row (even / odd
-// groups) keep enough independent vpdpbusd chains in flight.
+// first unpacked once per row group into unsigned bytes and f32 scales; then
+// per block the 8 activation vectors are loaded once and each weight dword is
+// broadcast against them (one vpdpbusd per 4 elements x 16 tokens). Two i32
+// accumulators per row (even / odd groups) keep enough independent vpdpbusd
+// chains in flight.
 template <int R, typename Block>
 SPECD_AVX512_TARGET void TiledRowGroup(const uint8_t* w, size_t row_bytes, const TiledActs& a,
-                                       int n_tokens, float* y, int64_t ldy, int8_t* wbuf,
-                                       float* dwb, int32_t* wcorr) {
+                                       int n_tokens, float* y, int64_t ldy, uint8_t* wbuf,
+                                       float* dwb) {
   const int64_t nb = a.nb;
   const int64_t k = nb * 32;
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const Block* row = reinterpret_cast<const Block*>(w + r * row_bytes);
     for (int64_t b = 0; b < nb; ++b) {
-      __m256i v = LoadOneS8(row[b]);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(wbuf + r * k + b * 32), v);
-      dwb[r * nb + b] = _cvtsh_ss(row[b].d);
-      wcorr[r * nb + b] = -128 * SumS8(v);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(wbuf + r * k + b * 32), LoadOneU8(row[b]));
     }
+    RowScalesF32(row, nb, dwb + r * nb);
   }
   for (int tile = 0; tile < a.n_tiles; ++tile) {
-    const uint8_t* aq = a.qs + tile * nb * 512;
+    const int8_t* aq = a.qs + tile * nb * 512;
+    const int32_t* ac = a.corr + tile * nb * 16;
     const float* ad = a.d + tile * nb * 16;
     __m512 acc[R];
     #pragma GCC unroll 16
@@ -193,10 +193,11 @@ SPECD_AVX512_TARGET void TiledRowGroup(const uint8_t* w, size_t row_bytes, const
       __m512i av[8];
       #pragma GCC unroll 16
       for (int g = 0; g < 8; ++g) av[g] = _mm512_loadu_si512(aq + b * 512 + g * 64);
+      const __m512i corr = _mm512_loadu_si512(ac + b * 16);
       __m512i i0[R], i1[R];
       #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        i0[r] = _mm512_set1_epi32(wcorr[r * nb + b]);
+        i0[r] = corr;
         i1[r] = _mm512_setzero_si512();
       }
       #pragma GCC unroll 16
@@ -204,8 +205,8 @@ SPECD_AVX512_TARGET void TiledRowGroup(const uint8_t* w, size_t row_bytes, const
         #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const int32_t* wd = reinterpret_cast<const int32_t*>(wbuf + r * k + b * 32);
-          i0[r] = _mm512_dpbusd_epi32(i0[r], av[g], _mm512_set1_epi32(wd[g]));
-          i1[r] = _mm512_dpbusd_epi32(i1[r], av[g + 1], _mm512_set1_epi32(wd[g + 1]));
+          i0[r] = _mm512_dpbusd_epi32(i0[r], _mm512_set1_epi32(wd[g]), av[g]);
+          i1[r] = _mm512_dpbusd_epi32(i1[r], _mm512_set1_epi32(wd[g + 1]), av[g + 1]);
         }
       }
       const __m512 dav = _mm512_loadu_ps(ad + b * 16);
@@ -231,25 +232,21 @@ SPECD_AVX512_TARGET void TiledRows(const uint8_t* w, size_t row_bytes, int64_t n
                                    const TiledActs& a, int n_tokens, float* y, int64_t ldy) {
   constexpr int kRows = 4;
   // Per-thread unpacked rows: (kRows, k) bytes, (kRows, nb) scales and sums.
-  thread_local std::vector<int8_t> wbuf_storage;
+  thread_local std::vector<uint8_t> wbuf_storage;
   thread_local std::vector<float> dwb;
-  thread_local std::vector<int32_t> wcorr;
   const size_t need = static_cast<size_t>(kRows * a.nb * 32) + 64;
   if (wbuf_storage.size() < need) wbuf_storage.resize(need);
-  if (dwb.size() < static_cast<size_t>(kRows * a.nb)) {
-    dwb.resize(kRows * a.nb);
-    wcorr.resize(kRows * a.nb);
-  }
-  int8_t* wbuf = wbuf_storage.data();
+  if (dwb.size() < static_cast<size_t>(kRows * a.nb)) dwb.resize(kRows * a.nb);
+  uint8_t* wbuf = wbuf_storage.data();
   wbuf += (64 - reinterpret_cast<uintptr_t>(wbuf) % 64) % 64;
   int64_t r = 0;
   for (; r + kRows <= n_rows; r += kRows) {
     TiledRowGroup<kRows, Block>(w + r * row_bytes, row_bytes, a, n_tokens, y + r, ldy, wbuf,
-                                dwb.data(), wcorr.data());
+                                dwb.data());
   }
   for (; r < n_rows; ++r) {
     TiledRowGroup<1, Block>(w + r * row_bytes, row_bytes, a, n_tokens, y + r, ldy, wbuf,
-                            dwb.data(), wcorr.data());
+                            dwb.data());
   }
 }
 
@@ -261,6 +258,113 @@ SPECD_AVX512_TARGET void TiledRowsQ8(const uint8_t* w, size_t row_bytes, int64_t
 SPECD_AVX512_TARGET void TiledRowsQ4(const uint8_t* w, size_t row_bytes, int64_t n_rows,
                                      const TiledActs& a, int n_tokens, float* y, int64_t ldy) {
   TiledRows<BlockQ4_0>(w, row_bytes, n_rows, a, n_tokens, y, ldy);
+}
+
+// Quad kernels (see QuadActs): the unsigned weight bytes of one block as two
+// half-block vectors, each 16 bytes broadcast to the four 128-bit lanes.
+SPECD_AVX512_TARGET inline void LoadHalvesU8(const BlockQ4_0& blk, __m512i* lo, __m512i* hi) {
+  const __m512i q = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs)));
+  const __m512i m = _mm512_set1_epi8(0x0F);
+  *lo = _mm512_and_si512(q, m);                         // elements 0..15
+  *hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m);   // elements 16..31
+}
+SPECD_AVX512_TARGET inline void LoadHalvesU8(const BlockQ8_0& blk, __m512i* lo, __m512i* hi) {
+  const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  *lo = _mm512_xor_si512(
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs))), x80);
+  *hi = _mm512_xor_si512(
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + 16))), x80);
+}
+
+// R weight rows against Q quads of tokens (4 Q tokens). Per block: the weight
+// half-blocks are unpacked once per row and used for every quad.
+template <int R, int Q, typename Block>
+SPECD_AVX512_TARGET void QuadRowGroup(const uint8_t* w, size_t row_bytes, const QuadActs& a,
+                                      int q0, int n_tokens, float* y, int64_t ldy, float* dwb) {
+  const int64_t nb = a.nb;
+  const Block* rows[R];
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    rows[r] = reinterpret_cast<const Block*>(w + r * row_bytes);
+    RowScalesF32(rows[r], nb, dwb + r * nb);
+  }
+  __m512 acc[R][Q];
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 16
+    for (int q = 0; q < Q; ++q) acc[r][q] = _mm512_setzero_ps();
+  }
+  const int8_t* aq = a.qs + static_cast<int64_t>(q0) * nb * 128;
+  const int32_t* ac = a.corr + static_cast<int64_t>(q0) * nb * 16;
+  const float* ad = a.d + static_cast<int64_t>(q0) * nb * 16;
+  for (int64_t b = 0; b < nb; ++b) {
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      __m512i lo, hi;
+      LoadHalvesU8(rows[r][b], &lo, &hi);
+      const __m512 dw = _mm512_set1_ps(dwb[r * nb + b]);
+      #pragma GCC unroll 16
+      for (int q = 0; q < Q; ++q) {
+        const int64_t qb = q * nb + b;
+        __m512i i = _mm512_loadu_si512(ac + qb * 16);
+        i = _mm512_dpbusd_epi32(i, lo, _mm512_loadu_si512(aq + qb * 128));
+        i = _mm512_dpbusd_epi32(i, hi, _mm512_loadu_si512(aq + qb * 128 + 64));
+        const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(ad + qb * 16), dw);
+        acc[r][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), scale, acc[r][q]);
+      }
+    }
+  }
+  // Lane (t, j) holds token t's partial sum over dword lane j: add the 4 lanes.
+  alignas(64) float tmp[16];
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 16
+    for (int q = 0; q < Q; ++q) {
+      __m512 v = acc[r][q];
+      v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+      v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+      _mm512_store_ps(tmp, v);
+      const int t0 = (q0 + q) * kQuadTokens;
+      for (int t = 0; t < kQuadTokens && t0 + t < n_tokens; ++t) y[(t0 + t) * ldy + r] = tmp[4 * t];
+    }
+  }
+}
+
+template <int Q, typename Block>
+SPECD_AVX512_TARGET void QuadRowsQ(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                   const QuadActs& a, int q0, int n_tokens, float* y, int64_t ldy,
+                                   float* dwb) {
+  constexpr int kRows = 4;
+  int64_t r = 0;
+  for (; r + kRows <= n_rows; r += kRows) {
+    QuadRowGroup<kRows, Q, Block>(w + r * row_bytes, row_bytes, a, q0, n_tokens, y + r, ldy, dwb);
+  }
+  for (; r < n_rows; ++r) {
+    QuadRowGroup<1, Q, Block>(w + r * row_bytes, row_bytes, a, q0, n_tokens, y + r, ldy, dwb);
+  }
+}
+
+template <typename Block>
+SPECD_AVX512_TARGET void QuadRows(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                  const QuadActs& a, int n_tokens, float* y, int64_t ldy) {
+  thread_local std::vector<float> dwb;
+  if (dwb.size() < static_cast<size_t>(4 * a.nb)) dwb.resize(4 * a.nb);
+  int q0 = 0;
+  // Two quads per pass: 8 accumulators per quad row group stay in registers.
+  for (; q0 + 2 <= a.n_quads; q0 += 2) {
+    QuadRowsQ<2, Block>(w, row_bytes, n_rows, a, q0, n_tokens, y, ldy, dwb.data());
+  }
+  if (q0 < a.n_quads) QuadRowsQ<1, Block>(w, row_bytes, n_rows, a, q0, n_tokens, y, ldy, dwb.data());
+}
+
+SPECD_AVX512_TARGET void QuadRowsQ8(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                    const QuadActs& a, int n_tokens, float* y, int64_t ldy) {
+  QuadRows<BlockQ8_0>(w, row_bytes, n_rows, a, n_tokens, y, ldy);
+}
+
+SPECD_AVX512_TARGET void QuadRowsQ4(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                    const QuadActs& a, int n_tokens, float* y, int64_t ldy) {
+  QuadRows<BlockQ4_0>(w, row_bytes, n_rows, a, n_tokens, y, ldy);
 }
 
 }  // namespace
@@ -275,7 +379,10 @@ const QuantKernelTable* QuantKernelsAvx512Vnni() {
     t.q4_0_corr_offset = 8;
     t.q8_0_tiled = TiledRowsQ8;
     t.q4_0_tiled = TiledRowsQ4;
-    t.tiled_min_tokens = 7;
+    t.tiled_min_tokens = 9;
+    t.q8_0_quad = QuadRowsQ8;
+    t.q4_0_quad = QuadRowsQ4;
+    t.quad_min_tokens = 2;
     return t;
   }();
   return &table;

@@ -45,27 +45,56 @@ using QuantizeRowFn = void (*)(const float* x, int64_t k, int corr_offset, int8_
 using QuantRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows,
                              const QuantizedActs& a, float* y, int64_t ldy);
 
-// Token-lane layout for multi-token matmuls (verify, prefill): tokens are
-// grouped in tiles of kTileTokens, and each 512-bit vector holds the same 4
-// consecutive activations of all 16 tokens, stored as unsigned a + 128. One
-// vpdpbusd with the weight dword as its broadcast (signed) memory operand then
-// advances 16 token dot products: sum((a + 128) * w) = sum(a * w) + 128 * sum(w),
-// and the kernel cancels the excess with the weight block's sum. Padding
-// tokens in the last tile have a = 0 and d = 0.
+// Token-lane layout for multi-token matmuls (prefill, long verify passes):
+// tokens are grouped in tiles of kTileTokens, and each 512-bit vector holds
+// the same 4 consecutive (signed) activations of all 16 tokens. The kernel
+// unpacks a weight row once into unsigned bytes (as the row kernels see them)
+// and broadcasts each weight dword against the activation vector, so one
+// vpdpbusd advances 16 token dot products; corr (from QuantizedActs.corr)
+// cancels the weight offset. Padding tokens in the last tile have a = 0,
+// corr = 0 and d = 0.
 constexpr int kTileTokens = 16;
 struct TiledActs {
   int n_tiles = 0;
   int64_t nb = 0;
-  const uint8_t* qs = nullptr;  // (n_tiles, nb, 8 groups, 16 tokens, 4): a + 128
-  const float* d = nullptr;     // (n_tiles, nb, 16)
+  const int8_t* qs = nullptr;     // (n_tiles, nb, 8 groups, 16 tokens, 4)
+  const int32_t* corr = nullptr;  // (n_tiles, nb, 16): -offset * sum of the token's block
+  const float* d = nullptr;       // (n_tiles, nb, 16)
 };
 // Rearranges tokens [t0, t0 + n_tiles * 16) of `a` (tokens past a.n_tokens are
-// padding) into the tiled layout. Storage is sized by the callee.
-void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<uint8_t>* qs,
-                    std::vector<float>* d, TiledActs* out);
-// y[t * ldy + i] for i < n_rows and t < n_tokens (<= n_tiles * 16).
+// padding; a.corr must be set) into the tiled layout. Storage is sized by the
+// callee.
+void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<int8_t>* qs,
+                    std::vector<int32_t>* corr, std::vector<float>* d, TiledActs* out);
 using QuantTiledRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows,
                                   const TiledActs& a, int n_tokens, float* y, int64_t ldy);
+
+// Quad layout for matmuls of a few tokens (verify passes of 2-8 tokens): each
+// 512-bit vector holds the same 16 consecutive activations of 4 tokens, so one
+// vpdpbusd with a weight half-block broadcast to all four 128-bit lanes
+// advances 4 token dot products, and the per-block f32 scaling is done once
+// per 4 tokens instead of once per token. The weights are the unsigned operand
+// (as in the row kernels) and corr cancels their offset. Padding tokens in
+// the last quad have a = 0, corr = 0 and d = 0.
+constexpr int kQuadTokens = 4;
+struct QuadActs {
+  int n_quads = 0;
+  int64_t nb = 0;
+  // (n_quads, nb, 2 halves, 4 tokens, 16): half h holds block elements
+  // 16h .. 16h + 15 of each token.
+  const int8_t* qs = nullptr;
+  // (n_quads, nb, 4 tokens, 4): dword lane j of token t sums activation
+  // groups j (half 0) and j + 4 (half 1), so its correction is
+  // corr[t][j] + corr[t][j + 4] of QuantizedActs.
+  const int32_t* corr = nullptr;
+  const float* d = nullptr;  // (n_quads, nb, 4 tokens, 4): d[t] in all 4 lanes
+};
+// Rearranges tokens [t0, a.n_tokens) of `a` into quads (a.corr must be set).
+void BuildQuadActs(const QuantizedActs& a, int t0, std::vector<int8_t>* qs,
+                   std::vector<int32_t>* corr, std::vector<float>* d, QuadActs* out);
+// y[t * ldy + i] for i < n_rows and t < n_tokens (<= n_quads * 4).
+using QuantQuadRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                 const QuadActs& a, int n_tokens, float* y, int64_t ldy);
 
 struct QuantKernelTable {
   QuantizeRowFn quantize = nullptr;
@@ -78,6 +107,11 @@ struct QuantKernelTable {
   QuantTiledRowsFn q8_0_tiled = nullptr;
   QuantTiledRowsFn q4_0_tiled = nullptr;
   int tiled_min_tokens = 0;
+  // Quad kernels (null when the path has none), used for token counts from
+  // quad_min_tokens up to the tiled threshold (and for a tiled run's rest).
+  QuantQuadRowsFn q8_0_quad = nullptr;
+  QuantQuadRowsFn q4_0_quad = nullptr;
+  int quad_min_tokens = 0;
 };
 
 // The table for `isa`, or null when this build has no such path (non-x86).

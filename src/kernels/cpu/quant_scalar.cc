@@ -70,10 +70,11 @@ const QuantKernelTable* QuantKernelsScalar() {
   return &table;
 }
 
-void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<uint8_t>* qs,
-                    std::vector<float>* d, TiledActs* out) {
+void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<int8_t>* qs,
+                    std::vector<int32_t>* corr, std::vector<float>* d, TiledActs* out) {
   const int64_t nb = a.nb;
-  qs->assign(static_cast<size_t>(n_tiles * nb * 8 * kTileTokens * 4), 0x80);
+  qs->assign(static_cast<size_t>(n_tiles * nb * 8 * kTileTokens * 4), 0);
+  corr->assign(static_cast<size_t>(n_tiles * nb * kTileTokens), 0);
   d->assign(static_cast<size_t>(n_tiles * nb * kTileTokens), 0.f);
   for (int tile = 0; tile < n_tiles; ++tile) {
     for (int lane = 0; lane < kTileTokens; ++lane) {
@@ -82,13 +83,13 @@ void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<uin
       const int8_t* src = a.qs + t * a.k;
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t tb = tile * nb + b;
-        uint8_t* dst = qs->data() + tb * 8 * kTileTokens * 4 + lane * 4;
+        int8_t* dst = qs->data() + tb * 8 * kTileTokens * 4 + lane * 4;
         for (int g = 0; g < 8; ++g) {
-          for (int j = 0; j < 4; ++j) {
-            dst[g * kTileTokens * 4 + j] =
-                static_cast<uint8_t>(src[b * kQuantBlock + 4 * g + j] + 128);
-          }
+          for (int j = 0; j < 4; ++j) dst[g * kTileTokens * 4 + j] = src[b * kQuantBlock + 4 * g + j];
         }
+        int32_t c = 0;
+        for (int l = 0; l < 8; ++l) c += a.corr[(t * nb + b) * 8 + l];
+        (*corr)[tb * kTileTokens + lane] = c;
         (*d)[tb * kTileTokens + lane] = a.d[t * nb + b];
       }
     }
@@ -96,6 +97,38 @@ void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<uin
   out->n_tiles = n_tiles;
   out->nb = nb;
   out->qs = qs->data();
+  out->corr = corr->data();
+  out->d = d->data();
+}
+
+void BuildQuadActs(const QuantizedActs& a, int t0, std::vector<int8_t>* qs,
+                   std::vector<int32_t>* corr, std::vector<float>* d, QuadActs* out) {
+  const int64_t nb = a.nb;
+  const int n = a.n_tokens - t0;
+  const int n_quads = (n + kQuadTokens - 1) / kQuadTokens;
+  qs->assign(static_cast<size_t>(n_quads * nb * 2 * kQuadTokens * 16), 0);
+  corr->assign(static_cast<size_t>(n_quads * nb * kQuadTokens * 4), 0);
+  d->assign(static_cast<size_t>(n_quads * nb * kQuadTokens * 4), 0.f);
+  for (int i = 0; i < n; ++i) {
+    const int quad = i / kQuadTokens, lane = i % kQuadTokens, t = t0 + i;
+    const int8_t* src = a.qs + t * a.k;
+    const int32_t* c = a.corr + t * nb * 8;
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t qb = quad * nb + b;
+      for (int h = 0; h < 2; ++h) {
+        int8_t* dst = qs->data() + ((qb * 2 + h) * kQuadTokens + lane) * 16;
+        for (int j = 0; j < 16; ++j) dst[j] = src[b * kQuantBlock + 16 * h + j];
+      }
+      for (int j = 0; j < 4; ++j) {
+        (*corr)[(qb * kQuadTokens + lane) * 4 + j] = c[b * 8 + j] + c[b * 8 + j + 4];
+        (*d)[(qb * kQuadTokens + lane) * 4 + j] = a.d[t * nb + b];
+      }
+    }
+  }
+  out->n_quads = n_quads;
+  out->nb = nb;
+  out->qs = qs->data();
+  out->corr = corr->data();
   out->d = d->data();
 }
 
