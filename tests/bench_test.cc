@@ -126,6 +126,54 @@ TEST_F(BenchCliTest, GenerateProfilePrintsOpTable) {
     EXPECT_NE(out.find(op), std::string::npos) << op << "\n" << out;
 }
 
+TEST_F(BenchCliTest, VerifyCostWithProfileHasATablePerSize) {
+  int status = -1;
+  std::string out = RunCommand(SpecdBinary() + " generate --model " + model_ +
+                                   " --prompt-ids 1,2,3 --max-tokens 2 --profile --verify-cost 1,3"
+                                   " --verify-iters 2 --json 2>/dev/null",
+                               &status);
+  ASSERT_EQ(status, 0) << out;
+  json j = json::parse(out);
+  // The generation's own profile is kept apart from the forward-cost runs.
+  EXPECT_EQ(j["profile"]["decode"]["steps"], 1);
+  ASSERT_EQ(j["forward_cost"].size(), 2u);
+  for (const json& c : j["forward_cost"]) {
+    SCOPED_TRACE(c.dump());
+    // --verify-iters timed runs (the warm-up run is neither timed nor profiled).
+    EXPECT_EQ(c["profile"]["steps"], 2);
+    EXPECT_EQ(c["profile"]["ops"]["lm_head"]["calls"], 2);
+    EXPECT_GT(c["profile"]["ops"]["matmul gate/up"]["ms"].get<double>(), 0);
+  }
+  std::string text = RunCommand(SpecdBinary() + " generate --model " + model_ +
+                                    " --prompt-ids 1,2,3 --max-tokens 2 --profile --verify-cost 4"
+                                    " --verify-iters 1 2>&1 >/dev/null",
+                                &status);
+  ASSERT_EQ(status, 0) << text;
+  EXPECT_NE(text.find("profile (forward n=4): 1 steps"), std::string::npos) << text;
+}
+
+TEST_F(BenchCliTest, ThreadingFlagsGiveTheSameGreedyTokens) {
+  auto tokens = [&](const std::string& flags) {
+    int status = -1;
+    std::string out = RunCommand(SpecdBinary() + " generate --model " + model_ +
+                                     " --prompt-ids 1,2,3 --max-tokens 8 --json " + flags +
+                                     " 2>/dev/null",
+                                 &status);
+    EXPECT_EQ(status, 0) << flags << ": " << out;
+    return status == 0 ? json::parse(out)["token_ids"] : json();
+  };
+  const json base = tokens("--threads 1");
+  EXPECT_EQ(base.size(), 8u);
+  EXPECT_EQ(tokens("--threads 2 --matmul-split static --pool-spin-us 0"), base);
+  EXPECT_EQ(tokens("--threads 3 --matmul-split dynamic --pool-spin-us 200"), base);
+  int status = -1;
+  std::string err = RunCommand(SpecdBinary() + " generate --model " + model_ +
+                                   " --prompt-ids 1 --matmul-split sideways 2>&1",
+                               &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(err.find("--matmul-split"), std::string::npos) << err;
+}
+
 // --quantize q8_0 on the safetensors folder decodes the same greedy tokens as
 // the GGUF `specd quantize --dtype q8_0` writes, and its logits agree.
 TEST_F(BenchCliTest, QuantizeOnLoadMatchesQuantizedGguf) {

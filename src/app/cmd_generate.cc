@@ -61,9 +61,13 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
 // Times one target forward over n tokens appended to a context holding
 // `prompt` (logits for every token, as a verification pass needs), for each n
 // in `sizes`, and removes them again: the median of `iters` runs, in ms.
-StatusOr<std::vector<double>> MeasureForwardCost(Engine& engine,
+// When `profiles` is set, the per-op profile of each size's timed runs is
+// appended to it (the profiler's earlier contents are restored afterwards).
+StatusOr<std::vector<double>> MeasureForwardCost(Engine& engine, OpProfile* profiler,
                                                  const std::vector<int32_t>& prompt,
-                                                 const std::vector<int32_t>& sizes, int iters) {
+                                                 const std::vector<int32_t>& sizes, int iters,
+                                                 std::vector<OpProfile>* profiles) {
+  const OpProfile saved = *profiler;
   const ScopedSequence sequence(engine);
   const int seq = sequence.id();
   ForwardOutput out;
@@ -83,14 +87,28 @@ StatusOr<std::vector<double>> MeasureForwardCost(Engine& engine,
     in.all_logits = true;
     std::vector<double> runs;
     for (int it = 0; it < std::max(1, iters) + 1; ++it) {
+      // The first run warms caches and is neither timed nor profiled.
+      if (profiles != nullptr && it == 1) {
+        profiler->Reset();
+        profiler->set_phase(ProfPhase::kDecode);
+        profiler->set_enabled(true);
+      }
       Stopwatch sw;
-      RETURN_IF_ERROR(engine.Forward({in}, false, &out).WithStage("verify cost"));
-      if (it > 0) runs.push_back(sw.Seconds() * 1e3);  // the first run warms caches
+      Status st = engine.Forward({in}, false, &out).WithStage("verify cost");
+      const double run_ms = sw.Seconds() * 1e3;
+      if (profiler->enabled()) profiler->AddStep(static_cast<int64_t>(run_ms * 1e6));
+      if (!st.ok()) {
+        *profiler = saved;
+        return st;
+      }
+      if (it > 0) runs.push_back(run_ms);
       engine.Truncate(seq, base);
     }
+    if (profiles != nullptr) profiles->push_back(*profiler);
     std::sort(runs.begin(), runs.end());
     ms.push_back(runs[runs.size() / 2]);
   }
+  *profiler = saved;
   return ms;
 }
 
@@ -156,9 +174,11 @@ Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
   runner->profile().set_enabled(false);
   std::vector<int32_t> cost_sizes;
   std::vector<double> cost;
+  std::vector<OpProfile> cost_profiles;
   if (!f.verify_cost.empty()) {
     ASSIGN_OR_RETURN(cost_sizes, ParseIds(f.verify_cost));
-    ASSIGN_OR_RETURN(cost, MeasureForwardCost(engine, req.prompt, cost_sizes, f.verify_iters));
+    ASSIGN_OR_RETURN(cost, MeasureForwardCost(engine, &runner->profile(), req.prompt, cost_sizes,
+                                              f.verify_iters, f.profile ? &cost_profiles : nullptr));
   }
   if (f.json) {
     nlohmann::json j;
@@ -192,7 +212,11 @@ Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
     if (f.profile) j["profile"] = ProfileJson(runner->profile());
     if (!cost.empty()) {
       nlohmann::json vc = nlohmann::json::array();
-      for (size_t i = 0; i < cost.size(); ++i) vc.push_back({{"n", cost_sizes[i]}, {"ms", cost[i]}});
+      for (size_t i = 0; i < cost.size(); ++i) {
+        nlohmann::json c = {{"n", cost_sizes[i]}, {"ms", cost[i]}};
+        if (i < cost_profiles.size()) c["profile"] = ProfileJson(cost_profiles[i])["decode"];
+        vc.push_back(c);
+      }
       j["forward_cost"] = vc;
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -231,6 +255,12 @@ Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
       std::fprintf(stderr, " n=%d %.2f ms (%.2fx n=%d)", cost_sizes[i], cost[i], cost[i] / cost[0],
                    cost_sizes[0]);
     std::fprintf(stderr, "]\n");
+    for (size_t i = 0; i < cost_profiles.size(); ++i) {
+      std::fputs(cost_profiles[i]
+                     .FormatPhase(ProfPhase::kDecode, fmt::format("forward n={}", cost_sizes[i]))
+                     .c_str(),
+                 stderr);
+    }
   }
   return Status::Ok();
 }
@@ -282,7 +312,8 @@ void AddGenerateCommand(CLI::App& root, int* exit_code) {
   sub->add_option("--verify-cost", f->verify_cost,
                   "After generating, time one forward over N tokens (all logits, as a "
                   "verification pass) after the prompt, for each N of a list such as 1,4,8,16; "
-                  "printed on stderr, with --json as \"forward_cost\": [{\"n\", \"ms\"}]");
+                  "printed on stderr, with --json as \"forward_cost\": [{\"n\", \"ms\"}]; "
+                  "with --profile also a per-op table per N (\"profile\" in each entry)");
   sub->add_option("--verify-iters", f->verify_iters,
                   "Runs per --verify-cost size; the median is reported (default 10)");
   AddLaunchFlags(sub, &f->engine, &f->launch);

@@ -32,6 +32,11 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
                   "shared counter, the default) or static (one equal range per thread; A/B "
                   "baseline)")
       ->check(CLI::IsMember({"dynamic", "static"}));
+  sub->add_option("--pool-spin-us", f->pool_spin_us,
+                  "Microseconds an idle compute thread spins before sleeping (default 50, or "
+                  "$SPECD_POOL_SPIN_US): longer catches the next op without a wake-up, shorter "
+                  "leaves the core to other ranks")
+      ->check(CLI::Range(0.0, 100000.0));
 }
 
 void AddSpecFlags(CLI::App* sub, SpecFlags* f) {
@@ -72,6 +77,7 @@ RunnerOptions ToRunnerOptions(const EngineFlags& f) {
   o.threads = f.threads > 0 ? f.threads : std::max(1, cores / std::max(1, f.tp));
   o.kv_cache_tokens = f.kv_cache_tokens;
   o.transformer.fuse_allreduce_norm = !f.no_fuse_allreduce_norm;
+  o.pool_spin_us = f.pool_spin_us;
   o.matmul_split = f.matmul_split == "static" ? kernels::MatMulSplit::kStatic
                                               : kernels::MatMulSplit::kDynamic;
   return o;

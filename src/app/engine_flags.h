@@ -20,6 +20,7 @@ struct EngineFlags {
   int kv_cache_tokens = 0;
   bool no_fuse_allreduce_norm = false;
   std::string matmul_split = "dynamic";
+  double pool_spin_us = -1;
   int tp = 1;
 };
 

@@ -31,31 +31,33 @@ void OpProfile::Reset() {
 }
 
 std::string OpProfile::FormatTable() const {
+  return FormatPhase(ProfPhase::kPrefill, "prefill") + FormatPhase(ProfPhase::kDecode, "decode");
+}
+
+std::string OpProfile::FormatPhase(ProfPhase phase, const std::string& title) const {
   std::string s;
-  const char* phase_names[] = {"prefill", "decode"};
-  for (int p = 0; p < static_cast<int>(ProfPhase::kCount); ++p) {
-    const Cell& st = steps_[p];
-    if (st.calls == 0) continue;
-    const double step_ms = st.ns * 1e-6;
-    s += fmt::format("profile ({}): {} steps, {:.2f} ms per step\n", phase_names[p], st.calls,
-                     step_ms / st.calls);
-    s += fmt::format("  {:<16} {:>10} {:>8} {:>8} {:>10}\n", "op", "total ms", "% step", "calls",
-                     "ms/step");
-    int64_t accounted = 0;
-    for (int o = 0; o < static_cast<int>(ProfOp::kCount); ++o) {
-      const Cell& c = cells_[p][o];
-      if (c.calls == 0) continue;
-      accounted += c.ns;
-      s += fmt::format("  {:<16} {:>10.2f} {:>7.1f}% {:>8} {:>10.3f}\n",
-                       ProfOpName(static_cast<ProfOp>(o)), c.ns * 1e-6,
-                       step_ms > 0 ? 100.0 * c.ns * 1e-6 / step_ms : 0.0, c.calls,
-                       c.ns * 1e-6 / st.calls);
-    }
-    const int64_t other = st.ns - accounted;
-    s += fmt::format("  {:<16} {:>10.2f} {:>7.1f}% {:>8} {:>10.3f}\n", "other", other * 1e-6,
-                     step_ms > 0 ? 100.0 * other * 1e-6 / step_ms : 0.0, "",
-                     other * 1e-6 / st.calls);
+  const int p = static_cast<int>(phase);
+  const Cell& st = steps_[p];
+  if (st.calls == 0) return s;
+  const double step_ms = st.ns * 1e-6;
+  s += fmt::format("profile ({}): {} steps, {:.2f} ms per step\n", title, st.calls,
+                   step_ms / st.calls);
+  s += fmt::format("  {:<16} {:>10} {:>8} {:>8} {:>10}\n", "op", "total ms", "% step", "calls",
+                   "ms/step");
+  int64_t accounted = 0;
+  for (int o = 0; o < static_cast<int>(ProfOp::kCount); ++o) {
+    const Cell& c = cells_[p][o];
+    if (c.calls == 0) continue;
+    accounted += c.ns;
+    s += fmt::format("  {:<16} {:>10.2f} {:>7.1f}% {:>8} {:>10.3f}\n",
+                     ProfOpName(static_cast<ProfOp>(o)), c.ns * 1e-6,
+                     step_ms > 0 ? 100.0 * c.ns * 1e-6 / step_ms : 0.0, c.calls,
+                     c.ns * 1e-6 / st.calls);
   }
+  const int64_t other = st.ns - accounted;
+  s += fmt::format("  {:<16} {:>10.2f} {:>7.1f}% {:>8} {:>10.3f}\n", "other", other * 1e-6,
+                   step_ms > 0 ? 100.0 * other * 1e-6 / step_ms : 0.0, "",
+                   other * 1e-6 / st.calls);
   return s;
 }
 

@@ -73,6 +73,9 @@ class OpProfile {
   // A table per phase with recorded steps: op, total ms, % of step time,
   // calls, ms per step; "other" is step time no op accounts for.
   std::string FormatTable() const;
+  // The table of one phase under a caller's title ("forward n=8"), or "" when
+  // the phase recorded no step.
+  std::string FormatPhase(ProfPhase p, const std::string& title) const;
 
  private:
   bool enabled_ = false;

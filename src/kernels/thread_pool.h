@@ -13,7 +13,11 @@ namespace specd::kernels {
 class ThreadPool {
  public:
   // n_threads counts the calling thread: n_threads - 1 workers are started.
-  explicit ThreadPool(int n_threads);
+  // spin_us: how long an idle worker (and the caller waiting for workers)
+  // spins before sleeping on a futex; < 0 takes SPECD_POOL_SPIN_US or 50 us.
+  // Longer spins catch the next parallel region without a wake-up (tens of
+  // microseconds in a VM) but burn a core that another rank may need.
+  explicit ThreadPool(int n_threads, double spin_us = -1);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

@@ -22,7 +22,8 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
   for (const auto& [name, t] : r->ckpt_->tensors()) quantized |= IsQuantized(t.dtype);
   auto plan = ShardPlan::Create(c, comm->rank(), comm->world_size(), quantized);
   if (!plan.ok()) return std::move(plan).TakeStatus().WithStage("shard plan");
-  r->pool_ = std::make_unique<kernels::ThreadPool>(std::max(1, options.threads));
+  r->pool_ = std::make_unique<kernels::ThreadPool>(std::max(1, options.threads),
+                                                     options.pool_spin_us);
   kernels::SetMatMulSplit(options.matmul_split);
   auto model = Transformer::Create(*r->ckpt_, *plan, comm, r->pool_.get(), options.transformer);
   if (!model.ok()) return std::move(model).TakeStatus().WithStage("load weights");

@@ -20,6 +20,7 @@ struct RunnerOptions {
   std::string model_path;
   LoadOptions load;
   int threads = 1;           // per rank
+  double pool_spin_us = -1;  // ThreadPool spin before sleeping; < 0: its default
   int kv_cache_tokens = 0;   // 0: min(context length, 8192) · 4
   int page_size = 16;
   TransformerOptions transformer;
