@@ -182,7 +182,7 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"dtype", "rows", "cols", "tok", "thr"});
   // dtype index into kDtypes: 4 = q4_0, 3 = q8_0, 1 = f16.
   for (int dt : {4, 3, 1}) {
-    for (auto [rows, cols] : {std::pair{2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}}) {
+    for (auto [rows, cols] : {std::pair{512, 2048}, {2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}}) {
       for (int tok : {1, 2, 4, 8, 12, 16, 64}) {
         for (int thr : {1, 2}) b->Args({dt, rows, cols, tok, thr});
       }

@@ -367,6 +367,84 @@ SPECD_AVX512_TARGET void QuadRowsQ4(const uint8_t* w, size_t row_bytes, int64_t 
   QuadRows<BlockQ4_0>(w, row_bytes, n_rows, a, n_tokens, y, ldy);
 }
 
+// One-token Q4_0 kernel (see GemvActs): 4 rows per vector.
+SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const GemvActs& g,
+                                     float* y) {
+  const int64_t nb = g.nb;
+  const BlockQ4_0* r0 = reinterpret_cast<const BlockQ4_0*>(w);
+  const BlockQ4_0* r1 = reinterpret_cast<const BlockQ4_0*>(w + row_bytes);
+  const BlockQ4_0* r2 = reinterpret_cast<const BlockQ4_0*>(w + 2 * row_bytes);
+  const BlockQ4_0* r3 = reinterpret_cast<const BlockQ4_0*>(w + 3 * row_bytes);
+  // 16-byte row blocks [r0 | r1 | r2 | r3] -> lane j = dword j of r0..r3.
+  const __m512i transpose =
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  auto step = [&](int64_t blk, __m512& acc) SPECD_AVX512_TARGET {
+    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r0[blk].qs)));
+    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1[blk].qs)), 1);
+    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r2[blk].qs)), 2);
+    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r3[blk].qs)), 3);
+    q = _mm512_permutexvar_epi32(transpose, q);
+    const __m512i lo = _mm512_and_si512(q, m4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    __m512i i = _mm512_loadu_si512(g.corr + blk * 16);
+    i = _mm512_dpbusd_epi32(i, lo, _mm512_loadu_si512(g.qs + blk * 128));
+    i = _mm512_dpbusd_epi32(i, hi, _mm512_loadu_si512(g.qs + blk * 128 + 64));
+    // The 4 rows' f16 scales packed with scalar ops (free ports), widened once.
+    const uint64_t d4 = static_cast<uint64_t>(r0[blk].d) |
+                        (static_cast<uint64_t>(r1[blk].d) << 16) |
+                        (static_cast<uint64_t>(r2[blk].d) << 32) |
+                        (static_cast<uint64_t>(r3[blk].d) << 48);
+    const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(d4)));
+    const __m512 scale = _mm512_mul_ps(_mm512_broadcast_f32x4(dw), _mm512_set1_ps(g.d[blk]));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), scale, acc);
+  };
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    step(b, acc0);
+    step(b + 1, acc1);
+  }
+  if (b < nb) step(b, acc0);
+  // Lane (j, r): add the four 128-bit lanes; lanes 0..3 then hold rows 0..3.
+  __m512 v = _mm512_add_ps(acc0, acc1);
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  _mm_storeu_ps(y, _mm512_castps512_ps128(v));
+}
+
+// GemvActs from token 0 of `a`: per block, the two activation halves with each
+// dword spread over a 128-bit lane, and the lane corrections.
+SPECD_AVX512_TARGET void BuildGemvActsAvx512(const QuantizedActs& a, std::vector<int8_t>* qs,
+                                             std::vector<int32_t>* corr, GemvActs* out) {
+  const int64_t nb = a.nb;
+  qs->resize(static_cast<size_t>(nb * 128));
+  corr->resize(static_cast<size_t>(nb * 16));
+  const __m512i spread_lo = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const __m512i spread_hi = _mm512_add_epi32(spread_lo, _mm512_set1_epi32(4));
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512i blk = _mm512_castsi256_si512(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + b * kQuantBlock)));
+    _mm512_storeu_si512(qs->data() + b * 128, _mm512_permutexvar_epi32(spread_lo, blk));
+    _mm512_storeu_si512(qs->data() + b * 128 + 64, _mm512_permutexvar_epi32(spread_hi, blk));
+    const __m128i c = _mm_add_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.corr + b * 8)),
+                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.corr + b * 8 + 4)));
+    _mm512_storeu_si512(corr->data() + b * 16,
+                        _mm512_permutexvar_epi32(spread_lo, _mm512_castsi128_si512(c)));
+  }
+  out->nb = nb;
+  out->qs = qs->data();
+  out->corr = corr->data();
+  out->d = a.d;
+}
+
+SPECD_AVX512_TARGET void GemvQ4(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                const GemvActs& g, const QuantizedActs& a, float* y) {
+  int64_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) GemvQ4Group(w + r * row_bytes, row_bytes, g, y + r);
+  if (r < n_rows) Rows<BlockQ4_0>(w + r * row_bytes, row_bytes, n_rows - r, a, y + r, 1);
+}
+
 }  // namespace
 
 const QuantKernelTable* QuantKernelsAvx512Vnni() {
@@ -383,6 +461,8 @@ const QuantKernelTable* QuantKernelsAvx512Vnni() {
     t.q8_0_quad = QuadRowsQ8;
     t.q4_0_quad = QuadRowsQ4;
     t.quad_min_tokens = 2;
+    t.q4_0_gemv = GemvQ4;
+    t.build_gemv_acts = BuildGemvActsAvx512;
     return t;
   }();
   return &table;

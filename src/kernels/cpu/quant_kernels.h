@@ -96,6 +96,28 @@ void BuildQuadActs(const QuantizedActs& a, int t0, std::vector<int8_t>* qs,
 using QuantQuadRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows,
                                  const QuadActs& a, int n_tokens, float* y, int64_t ldy);
 
+// Layout for the one-token Q4_0 kernel (decode), which works on 4 weight rows
+// per vector: the 16 quant bytes of a block of rows r0..r0+3 are loaded into
+// the four 128-bit lanes and their dwords transposed, so 128-bit lane j holds
+// dword j (elements 4j..4j+3 in the low nibbles, 16+4j.. in the high ones)
+// of the 4 rows. The activation vectors repeat the matching activation dword
+// in all 4 dwords of lane j, one vpdpbusd then advances 4 rows, and the
+// per-block f32 scaling is paid once per 4 rows instead of once per row.
+struct GemvActs {
+  int64_t nb = 0;
+  const int8_t* qs = nullptr;     // (nb, 2 halves, 4 lanes, 4 copies, 4): half h, lane j
+                                  // holds activation dword 4h + j of the block
+  const int32_t* corr = nullptr;  // (nb, 4 lanes, 4 copies): corr[j] + corr[j + 4]
+  const float* d = nullptr;       // (nb)
+};
+// Rearranges token 0 of `a` (a.corr must be set); storage sized by the callee.
+using BuildGemvActsFn = void (*)(const QuantizedActs& a, std::vector<int8_t>* qs,
+                                 std::vector<int32_t>* corr, GemvActs* out);
+// y[i] for i < n_rows: token 0 of `a` (rows past the last multiple of 4 go
+// through the row kernel with `a`).
+using QuantGemvFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                             const GemvActs& g, const QuantizedActs& a, float* y);
+
 struct QuantKernelTable {
   QuantizeRowFn quantize = nullptr;
   QuantRowsFn q8_0 = nullptr;
@@ -112,6 +134,9 @@ struct QuantKernelTable {
   QuantQuadRowsFn q8_0_quad = nullptr;
   QuantQuadRowsFn q4_0_quad = nullptr;
   int quad_min_tokens = 0;
+  // One-token Q4_0 kernel and its activation layout (null when the path has none).
+  QuantGemvFn q4_0_gemv = nullptr;
+  BuildGemvActsFn build_gemv_acts = nullptr;
 };
 
 // The table for `isa`, or null when this build has no such path (non-x86).
