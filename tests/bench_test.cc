@@ -166,6 +166,7 @@ TEST_F(BenchCliTest, ThreadingFlagsGiveTheSameGreedyTokens) {
   EXPECT_EQ(base.size(), 8u);
   EXPECT_EQ(tokens("--threads 2 --matmul-split static --pool-spin-us 0"), base);
   EXPECT_EQ(tokens("--threads 3 --matmul-split dynamic --pool-spin-us 200"), base);
+  EXPECT_EQ(tokens("--threads 2 --no-prefetch"), base);
   int status = -1;
   std::string err = RunCommand(SpecdBinary() + " generate --model " + model_ +
                                    " --prompt-ids 1 --matmul-split sideways 2>&1",

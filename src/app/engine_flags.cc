@@ -37,6 +37,8 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
                   "$SPECD_POOL_SPIN_US): longer catches the next op without a wake-up, shorter "
                   "leaves the core to other ranks")
       ->check(CLI::Range(0.0, 100000.0));
+  sub->add_flag("--no-prefetch", f->no_prefetch,
+                "Do not prefetch weight rows in software in the decode kernels (A/B baseline)");
 }
 
 void AddSpecFlags(CLI::App* sub, SpecFlags* f) {
@@ -78,6 +80,7 @@ RunnerOptions ToRunnerOptions(const EngineFlags& f) {
   o.kv_cache_tokens = f.kv_cache_tokens;
   o.transformer.fuse_allreduce_norm = !f.no_fuse_allreduce_norm;
   o.pool_spin_us = f.pool_spin_us;
+  o.weight_prefetch = !f.no_prefetch;
   o.matmul_split = f.matmul_split == "static" ? kernels::MatMulSplit::kStatic
                                               : kernels::MatMulSplit::kDynamic;
   return o;

@@ -21,6 +21,7 @@ struct EngineFlags {
   bool no_fuse_allreduce_norm = false;
   std::string matmul_split = "dynamic";
   double pool_spin_us = -1;
+  bool no_prefetch = false;
   int tp = 1;
 };
 

@@ -34,6 +34,11 @@ enum class MatMulSplit { kDynamic, kStatic };
 MatMulSplit ActiveMatMulSplit();
 void SetMatMulSplit(MatMulSplit split);
 
+// Whether the one-token (decode) quantized kernels prefetch weight rows ahead
+// of use in software (default on; off is the A/B baseline).
+bool WeightPrefetchEnabled();
+void SetWeightPrefetch(bool on);
+
 // Applies the probe's choice (and logs it once). Every kernel entry point calls
 // this; it is cheap after the first call.
 void EnsureKernelPathsInitialized();

@@ -45,6 +45,7 @@ ActScratch& Scratch() {
 }
 
 std::atomic<MatMulSplit> g_split{MatMulSplit::kDynamic};
+std::atomic<bool> g_prefetch{true};
 
 // Row chunks are multiples of 4 rows: the multi-row kernels work on groups of 4.
 constexpr int64_t kRowAlign = 4;
@@ -98,6 +99,7 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   acts.qs = s.qs.data();
   acts.d = s.d.data();
   acts.corr = corr_offset != 0 ? s.corr.data() : nullptr;
+  acts.prefetch_rows = g_prefetch.load(std::memory_order_relaxed) ? 4 : 0;
   cpu::QuantRowsFn fn = q4 ? table->q4_0 : table->q8_0;
   if (n_tokens == 1 && q4 && table->q4_0_gemv != nullptr && acts.corr != nullptr) {
     cpu::GemvActs g;
@@ -167,6 +169,8 @@ void Bf16MatMulAvx512(const TensorView& w, int64_t row_begin, int64_t n_out, con
 
 MatMulSplit ActiveMatMulSplit() { return g_split.load(std::memory_order_relaxed); }
 void SetMatMulSplit(MatMulSplit split) { g_split.store(split, std::memory_order_relaxed); }
+bool WeightPrefetchEnabled() { return g_prefetch.load(std::memory_order_relaxed); }
+void SetWeightPrefetch(bool on) { g_prefetch.store(on, std::memory_order_relaxed); }
 
 void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
                 int n_tokens, float* y, ThreadPool* pool) {

@@ -25,6 +25,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
   r->pool_ = std::make_unique<kernels::ThreadPool>(std::max(1, options.threads),
                                                      options.pool_spin_us);
   kernels::SetMatMulSplit(options.matmul_split);
+  kernels::SetWeightPrefetch(options.weight_prefetch);
   auto model = Transformer::Create(*r->ckpt_, *plan, comm, r->pool_.get(), options.transformer);
   if (!model.ok()) return std::move(model).TakeStatus().WithStage("load weights");
   r->model_ = std::move(model).value();

@@ -26,6 +26,7 @@ struct RunnerOptions {
   TransformerOptions transformer;
   // Process-wide: applied by Create (every rank runs one runner).
   kernels::MatMulSplit matmul_split = kernels::MatMulSplit::kDynamic;
+  bool weight_prefetch = true;
 };
 
 class ModelRunner {

@@ -34,6 +34,8 @@ struct QuantizedActs {
   const int8_t* qs = nullptr;     // (n_tokens, k)
   const float* d = nullptr;       // (n_tokens, nb)
   const int32_t* corr = nullptr;  // (n_tokens, nb, 8); null when corr_offset == 0
+  // One-token kernels prefetch the weight rows this many rows ahead (0: off).
+  int prefetch_rows = 0;
 };
 
 // Quantizes one row: x (k) -> qs (k), d (k/32) and, when corr_offset != 0,
@@ -109,6 +111,7 @@ struct GemvActs {
                                   // holds activation dword 4h + j of the block
   const int32_t* corr = nullptr;  // (nb, 4 lanes, 4 copies): corr[j] + corr[j + 4]
   const float* d = nullptr;       // (nb)
+  int prefetch_rows = 0;          // as QuantizedActs::prefetch_rows (0 or 4)
 };
 // Rearranges token 0 of `a` (a.corr must be set); storage sized by the callee.
 using BuildGemvActsFn = void (*)(const QuantizedActs& a, std::vector<int8_t>* qs,

@@ -1,6 +1,7 @@
 // Portable scalar Q8_0 / Q4_0 kernels: the fallback on CPUs without AVX2 and
 // on non-x86 builds. Same math as the SIMD paths (exact integer block dots).
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/quant_kernels.h"
 #include "tensor/dtype.h"
@@ -84,9 +85,7 @@ void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<int
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t tb = tile * nb + b;
         int8_t* dst = qs->data() + tb * 8 * kTileTokens * 4 + lane * 4;
-        for (int g = 0; g < 8; ++g) {
-          for (int j = 0; j < 4; ++j) dst[g * kTileTokens * 4 + j] = src[b * kQuantBlock + 4 * g + j];
-        }
+        for (int g = 0; g < 8; ++g) std::memcpy(dst + g * kTileTokens * 4, src + b * kQuantBlock + 4 * g, 4);
         int32_t c = 0;
         for (int l = 0; l < 8; ++l) c += a.corr[(t * nb + b) * 8 + l];
         (*corr)[tb * kTileTokens + lane] = c;
@@ -116,8 +115,8 @@ void BuildQuadActs(const QuantizedActs& a, int t0, std::vector<int8_t>* qs,
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t qb = quad * nb + b;
       for (int h = 0; h < 2; ++h) {
-        int8_t* dst = qs->data() + ((qb * 2 + h) * kQuadTokens + lane) * 16;
-        for (int j = 0; j < 16; ++j) dst[j] = src[b * kQuantBlock + 16 * h + j];
+        std::memcpy(qs->data() + ((qb * 2 + h) * kQuadTokens + lane) * 16,
+                    src + b * kQuantBlock + 16 * h, 16);
       }
       for (int j = 0; j < 4; ++j) {
         (*corr)[(qb * kQuadTokens + lane) * 4 + j] = c[b * 8 + j] + c[b * 8 + j + 4];
