@@ -195,7 +195,8 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
                 : w.dtype == DType::kF16 ? cpu::MatRowsF16
                                          : cpu::MatRowsBF16;
       RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
-        fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, x, n_tokens, y + r0, n_out);
+        fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, x, n_tokens, y + r0, n_out,
+           g_prefetch.load(std::memory_order_relaxed) ? 4 : 0);
       });
       return;
     }

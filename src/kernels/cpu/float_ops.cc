@@ -12,6 +12,7 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/float_ops.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+#include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 
 HWY_BEFORE_NAMESPACE();
@@ -58,9 +59,11 @@ struct LoadBF16 {
 // T tokens (1..4) against one weight row: every weight vector is loaded and
 // widened once and used for all T tokens. Two accumulators per token
 // alternate so the FMA latency does not bound the decode (T = 1) loop.
+// ahead: when not null, the same offsets of this row are prefetched there
+// (a row further down the matrix, for decode's single pass over the weights).
 template <int T, class L>
 HWY_INLINE void RowTile(const typename L::T* w, int64_t k, const float* x, int t0, float* y,
-                        int64_t ldy) {
+                        int64_t ldy, const typename L::T* ahead = nullptr) {
   using V = hn::Vec<DF>;
   const DF d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
@@ -72,6 +75,12 @@ HWY_INLINE void RowTile(const typename L::T* w, int64_t k, const float* x, int t
   for (int t = 0; t < T; ++t) xt[t] = x + (t0 + t) * k;
   int64_t i = 0;
   for (; i + 2 * n <= k; i += 2 * n) {
+    if (ahead != nullptr) {
+      // 2n elements: 64 bytes of f16/bf16, 128 of f32 (AVX-512).
+      for (size_t off = 0; off < 2 * n * sizeof(typename L::T); off += 64) {
+        hwy::Prefetch(reinterpret_cast<const uint8_t*>(ahead + i) + off);
+      }
+    }
     V w0 = L::template Load<V>(d, w + i);
     V w1 = L::template Load<V>(d, w + i + n);
     #pragma GCC unroll 16
@@ -158,8 +167,17 @@ HWY_INLINE void RowsTile(const uint8_t* w, size_t row_bytes, int64_t k, const fl
 
 template <class L>
 HWY_INLINE void MatRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k,
-                        const float* x, int n_tokens, float* y, int64_t ldy) {
+                        const float* x, int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
   int64_t r0 = 0;
+  if (n_tokens == 1 && prefetch_rows > 0) {
+    using T = typename L::T;
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const auto* row = reinterpret_cast<const T*>(w + r * row_bytes);
+      const auto* ahead = reinterpret_cast<const T*>(w + (r + prefetch_rows) * row_bytes);
+      RowTile<1, L>(row, k, x, 0, y + r, ldy, ahead);
+    }
+    return;
+  }
   if (n_tokens >= 2) {
     // Blocks of 4 rows x 2 tokens (16 accumulators + 4 weight vectors fit
     // AVX-512's 32 registers; measured faster than 2 rows x 4 tokens at 16
@@ -185,16 +203,16 @@ HWY_INLINE void MatRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, int6
 }
 
 void MatRowsF32Impl(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                    int n_tokens, float* y, int64_t ldy) {
-  MatRows<LoadF32>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy);
+                    int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
+  MatRows<LoadF32>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows);
 }
 void MatRowsF16Impl(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                    int n_tokens, float* y, int64_t ldy) {
-  MatRows<LoadF16>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy);
+                    int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
+  MatRows<LoadF16>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows);
 }
 void MatRowsBF16Impl(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k,
-                     const float* x, int n_tokens, float* y, int64_t ldy) {
-  MatRows<LoadBF16>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy);
+                     const float* x, int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
+  MatRows<LoadBF16>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows);
 }
 
 // sum(a[i] * b[i]) over n floats.
@@ -435,16 +453,16 @@ HWY_EXPORT(AttentionItemsImpl);
 HWY_EXPORT(TargetNameImpl);
 
 void MatRowsF32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                int n_tokens, float* y, int64_t ldy) {
-  HWY_DYNAMIC_DISPATCH(MatRowsF32Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy);
+                int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
+  HWY_DYNAMIC_DISPATCH(MatRowsF32Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows);
 }
 void MatRowsF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                int n_tokens, float* y, int64_t ldy) {
-  HWY_DYNAMIC_DISPATCH(MatRowsF16Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy);
+                int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
+  HWY_DYNAMIC_DISPATCH(MatRowsF16Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows);
 }
 void MatRowsBF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                 int n_tokens, float* y, int64_t ldy) {
-  HWY_DYNAMIC_DISPATCH(MatRowsBF16Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy);
+                 int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
+  HWY_DYNAMIC_DISPATCH(MatRowsBF16Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows);
 }
 void RmsNormF(const float* x, const float* w, int n_tokens, int dim, float eps, float* out) {
   HWY_DYNAMIC_DISPATCH(RmsNormImpl)(x, w, n_tokens, dim, eps, out);

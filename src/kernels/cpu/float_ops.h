@@ -13,12 +13,14 @@ namespace specd::kernels::cpu {
 
 // y[t * ldy + i] = sum_j W[i, j] * x[t * k + j] for i < n_rows, t < n_tokens.
 // w: n_rows rows of k elements (f32, f16 or bf16), row stride row_bytes.
+// prefetch_rows > 0: a one-token call prefetches the row that many rows ahead
+// (software prefetch; the results do not depend on it).
 void MatRowsF32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                int n_tokens, float* y, int64_t ldy);
+                int n_tokens, float* y, int64_t ldy, int prefetch_rows);
 void MatRowsF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                int n_tokens, float* y, int64_t ldy);
+                int n_tokens, float* y, int64_t ldy, int prefetch_rows);
 void MatRowsBF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                 int n_tokens, float* y, int64_t ldy);
+                 int n_tokens, float* y, int64_t ldy, int prefetch_rows);
 
 void RmsNormF(const float* x, const float* w, int n_tokens, int dim, float eps, float* out);
 void RopeF(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,

@@ -388,20 +388,7 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
       _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  // Software prefetch of the next row group at the same block: the hardware
-  // prefetcher alone left a decode step at 5.5 GB/s where this reaches
-  // 5.8-6.8 (1B Q4_0, 1 thread, docs/performance.md). Prefetches past the
-  // matrix do not fault.
-  const bool prefetch = g.prefetch_rows > 0;
-  const char* next = reinterpret_cast<const char*>(w) + 4 * row_bytes;
   auto step = [&](int64_t blk, __m512& acc) SPECD_AVX512_TARGET {
-    if (prefetch) {
-      const char* p = next + blk * sizeof(BlockQ4_0);
-      _mm_prefetch(p, _MM_HINT_T0);
-      _mm_prefetch(p + row_bytes, _MM_HINT_T0);
-      _mm_prefetch(p + 2 * row_bytes, _MM_HINT_T0);
-      _mm_prefetch(p + 3 * row_bytes, _MM_HINT_T0);
-    }
     __m512i q = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r0[blk].qs)));
     q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1[blk].qs)), 1);
     q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r2[blk].qs)), 2);
@@ -421,8 +408,21 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
     const __m512 scale = _mm512_mul_ps(_mm512_broadcast_f32x4(dw), _mm512_set1_ps(g.d[blk]));
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), scale, acc);
   };
+  // Software prefetch of the next row group at the blocks being worked on,
+  // once per 2 blocks (36 bytes) per row: the hardware prefetcher alone left
+  // a decode step well below the machine's read bandwidth (--no-prefetch,
+  // docs/performance.md). Prefetches past the matrix do not fault.
+  const bool prefetch = g.prefetch_rows > 0;
+  const char* next = reinterpret_cast<const char*>(w) + g.prefetch_rows * row_bytes;
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
+    if (prefetch) {
+      const char* p = next + b * sizeof(BlockQ4_0);
+      _mm_prefetch(p, _MM_HINT_T0);
+      _mm_prefetch(p + row_bytes, _MM_HINT_T0);
+      _mm_prefetch(p + 2 * row_bytes, _MM_HINT_T0);
+      _mm_prefetch(p + 3 * row_bytes, _MM_HINT_T0);
+    }
     step(b, acc0);
     step(b + 1, acc1);
   }
