@@ -56,150 +56,108 @@ struct LoadBF16 {
   }
 };
 
-// T tokens (1..4) against one weight row: every weight vector is loaded and
-// widened once and used for all T tokens. Two accumulators per token
-// alternate so the FMA latency does not bound the decode (T = 1) loop.
-// ahead: when not null, the same offsets of this row are prefetched there
-// (a row further down the matrix, for decode's single pass over the weights).
-template <int T, class L>
-HWY_INLINE void RowTile(const typename L::T* w, int64_t k, const float* x, int t0, float* y,
-                        int64_t ldy, const typename L::T* ahead = nullptr) {
-  using V = hn::Vec<DF>;
-  const DF d;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
-  V acc0[T], acc1[T];
-  #pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = hn::Zero(d);
-  const float* xt[T];
-  #pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) xt[t] = x + (t0 + t) * k;
-  int64_t i = 0;
-  for (; i + 2 * n <= k; i += 2 * n) {
-    if (ahead != nullptr) {
-      // 2n elements: 64 bytes of f16/bf16, 128 of f32 (AVX-512).
-      for (size_t off = 0; off < 2 * n * sizeof(typename L::T); off += 64) {
-        hwy::Prefetch(reinterpret_cast<const uint8_t*>(ahead + i) + off);
-      }
-    }
-    V w0 = L::template Load<V>(d, w + i);
-    V w1 = L::template Load<V>(d, w + i + n);
-    #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      acc0[t] = hn::MulAdd(w0, hn::LoadU(d, xt[t] + i), acc0[t]);
-      acc1[t] = hn::MulAdd(w1, hn::LoadU(d, xt[t] + i + n), acc1[t]);
-    }
-  }
-  for (; i + n <= k; i += n) {
-    V w0 = L::template Load<V>(d, w + i);
-    #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc0[t] = hn::MulAdd(w0, hn::LoadU(d, xt[t] + i), acc0[t]);
-  }
-  #pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) {
-    float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0[t], acc1[t])));
-    for (int64_t j = i; j < k; ++j) s += L::Scalar(w + j) * xt[t][j];
-    y[(t0 + t) * ldy] = s;
-  }
-}
+// Summation order, the same for every tile shape, batch size and thread
+// split (so a token's logits are bitwise the same whether it is decoded alone
+// or verified in a batch): one vector accumulator per (row, token), one FMA
+// per full vector of k in order, then SumOfLanes, then the scalar tail.
 
-// R weight rows x T tokens (verify / prefill): per step R weight vectors
-// (widened once) and T activation vectors feed R*T FMAs, against one
-// activation load per FMA in RowTile. Each (row, token) sum is computed in
-// exactly RowTile's order (two alternating accumulators, then the scalar
-// tail), so results are bitwise those of RowTile: the same logits whatever
-// the batch, tile or thread split.
+// Register tile of R weight rows x T tokens: per vector step R weight loads
+// (widened once: vcvtph2ps is 2 uops on the FMA ports, so widening, not the
+// FMAs, bounds a narrow tile) and T activation loads feed R*T FMAs.
+// ahead (one-token decode only): the same offsets R rows further down are
+// prefetched, since decode makes a single pass over the weights.
 template <int R, int T, class L>
 HWY_INLINE void RowsTile(const uint8_t* w, size_t row_bytes, int64_t k, const float* x, int t0,
-                         float* y, int64_t ldy) {
+                         float* y, int64_t ldy, const uint8_t* ahead = nullptr) {
   using V = hn::Vec<DF>;
+  using WT = typename L::T;
   const DF d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
-  const typename L::T* wr[R];
+  const WT* wr[R];
   #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const typename L::T*>(w + r * row_bytes);
+  for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const WT*>(w + r * row_bytes);
   const float* xt[T];
   #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) xt[t] = x + (t0 + t) * k;
-  V acc0[R][T], acc1[R][T];
+  V acc[R][T];
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc0[r][t] = acc1[r][t] = hn::Zero(d);
+    for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(d);
   }
   int64_t i = 0;
-  for (; i + 2 * n <= k; i += 2 * n) {
-    V w0[R];
+  for (; i + n <= k; i += n) {
+    if (ahead != nullptr && (i * static_cast<int64_t>(sizeof(WT))) % 64 == 0) {
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) hwy::Prefetch(ahead + r * row_bytes + i * sizeof(WT));
+    }
+    V wv[R];
     #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) w0[r] = L::template Load<V>(d, wr[r] + i);
+    for (int r = 0; r < R; ++r) wv[r] = L::template Load<V>(d, wr[r] + i);
     #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const V xv = hn::LoadU(d, xt[t] + i);
       #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc0[r][t] = hn::MulAdd(w0[r], xv, acc0[r][t]);
-    }
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) w0[r] = L::template Load<V>(d, wr[r] + i + n);
-    #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const V xv = hn::LoadU(d, xt[t] + i + n);
-      #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc1[r][t] = hn::MulAdd(w0[r], xv, acc1[r][t]);
-    }
-  }
-  for (; i + n <= k; i += n) {
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const V w0 = L::template Load<V>(d, wr[r] + i);
-      #pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) acc0[r][t] = hn::MulAdd(w0, hn::LoadU(d, xt[t] + i), acc0[r][t]);
+      for (int r = 0; r < R; ++r) acc[r][t] = hn::MulAdd(wv[r], xv, acc[r][t]);
     }
   }
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
-      float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0[r][t], acc1[r][t])));
+      float s = hn::GetLane(hn::SumOfLanes(d, acc[r][t]));
       for (int64_t j = i; j < k; ++j) s += L::Scalar(wr[r] + j) * xt[t][j];
       y[(t0 + t) * ldy + r] = s;
     }
   }
 }
 
+// Tokens per register tile: 4 rows x 6 tokens = 24 accumulators + 4 weight
+// vectors + 1 activation vector fit AVX-512's 32 registers; AVX2 and SSE
+// have 16 (4 x 2 = 8 + 4 + 1).
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr int kTileTokens = 6;
+#else
+constexpr int kTileTokens = 2;
+#endif
+
+// R rows (the same R for the whole call) against every token.
+template <int R, class L>
+HWY_INLINE void RowsAllTokens(const uint8_t* w, size_t row_bytes, int64_t k, const float* x,
+                              int n_tokens, float* y, int64_t ldy) {
+  int t0 = 0;
+  for (; t0 + kTileTokens <= n_tokens; t0 += kTileTokens) {
+    RowsTile<R, kTileTokens, L>(w, row_bytes, k, x, t0, y, ldy);
+  }
+  switch (n_tokens - t0) {
+    case 5: RowsTile<R, 5, L>(w, row_bytes, k, x, t0, y, ldy); break;
+    case 4: RowsTile<R, 4, L>(w, row_bytes, k, x, t0, y, ldy); break;
+    case 3: RowsTile<R, 3, L>(w, row_bytes, k, x, t0, y, ldy); break;
+    case 2: RowsTile<R, 2, L>(w, row_bytes, k, x, t0, y, ldy); break;
+    case 1: RowsTile<R, 1, L>(w, row_bytes, k, x, t0, y, ldy); break;
+    default: break;
+  }
+}
+
 template <class L>
 HWY_INLINE void MatRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k,
                         const float* x, int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
-  int64_t r0 = 0;
-  if (n_tokens == 1 && prefetch_rows > 0) {
-    using T = typename L::T;
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const auto* row = reinterpret_cast<const T*>(w + r * row_bytes);
-      const auto* ahead = reinterpret_cast<const T*>(w + (r + prefetch_rows) * row_bytes);
-      RowTile<1, L>(row, k, x, 0, y + r, ldy, ahead);
+  int64_t r = 0;
+  if (n_tokens == 1) {
+    // Decode: 4 rows per step are 4 independent FMA chains, enough to hide
+    // the FMA latency under the weight stream.
+    const int64_t ahead = std::max(prefetch_rows, 4);
+    for (; r + 4 <= n_rows; r += 4) {
+      const uint8_t* wb = w + r * row_bytes;
+      RowsTile<4, 1, L>(wb, row_bytes, k, x, 0, y + r, ldy,
+                        prefetch_rows > 0 ? wb + ahead * row_bytes : nullptr);
     }
-    return;
-  }
-  if (n_tokens >= 2) {
-    // Blocks of 4 rows x 2 tokens (16 accumulators + 4 weight vectors fit
-    // AVX-512's 32 registers; measured faster than 2 rows x 4 tokens at 16
-    // tokens, bench/kernels_bench BM_MatMul/dtype:1).
-    for (; r0 + 4 <= n_rows; r0 += 4) {
-      const uint8_t* wb = w + r0 * row_bytes;
-      int t0 = 0;
-      for (; t0 + 2 <= n_tokens; t0 += 2) RowsTile<4, 2, L>(wb, row_bytes, k, x, t0, y + r0, ldy);
-      if (t0 < n_tokens) RowsTile<4, 1, L>(wb, row_bytes, k, x, t0, y + r0, ldy);
+  } else {
+    for (; r + 4 <= n_rows; r += 4) {
+      RowsAllTokens<4, L>(w + r * row_bytes, row_bytes, k, x, n_tokens, y + r, ldy);
     }
   }
-  for (int64_t r = r0; r < n_rows; ++r) {
-    const auto* row = reinterpret_cast<const typename L::T*>(w + r * row_bytes);
-    int t0 = 0;
-    for (; t0 + 4 <= n_tokens; t0 += 4) RowTile<4, L>(row, k, x, t0, y + r, ldy);
-    switch (n_tokens - t0) {
-      case 3: RowTile<3, L>(row, k, x, t0, y + r, ldy); break;
-      case 2: RowTile<2, L>(row, k, x, t0, y + r, ldy); break;
-      case 1: RowTile<1, L>(row, k, x, t0, y + r, ldy); break;
-      default: break;
-    }
-  }
+  for (; r < n_rows; ++r) RowsAllTokens<1, L>(w + r * row_bytes, row_bytes, k, x, n_tokens, y + r, ldy);
 }
 
 void MatRowsF32Impl(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
