@@ -197,7 +197,14 @@ SPECD_AVX512_TARGET void TiledRowGroup(const uint8_t* w, size_t row_bytes, const
     __m512 acc[R];
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    // Prefetch the next row group (see QuadRowGroup) during the first tile.
+    const bool prefetch = tile == 0 && a.prefetch_rows > 0;
+    const char* next = reinterpret_cast<const char*>(w) + a.prefetch_rows * row_bytes;
     for (int64_t b = 0; b < nb; ++b) {
+      if (prefetch && (b & 1) == 0) {
+        #pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) _mm_prefetch(next + r * row_bytes + b * sizeof(Block), _MM_HINT_T0);
+      }
       __m512i av[8];
       #pragma GCC unroll 16
       for (int g = 0; g < 8; ++g) av[g] = _mm512_loadu_si512(aq + b * 512 + g * 64);
@@ -305,7 +312,15 @@ SPECD_AVX512_TARGET void QuadRowGroup(const uint8_t* w, size_t row_bytes, const 
   const int8_t* aq = a.qs + static_cast<int64_t>(q0) * nb * 128;
   const int32_t* ac = a.corr + static_cast<int64_t>(q0) * nb * 16;
   const float* ad = a.d + static_cast<int64_t>(q0) * nb * 16;
+  // Software prefetch of the next row group (a.prefetch_rows ahead) at the
+  // blocks being worked on, once per 2 blocks per row: without it a verify
+  // pass waited on the weight stream like an unprefetched decode step.
+  const char* next = reinterpret_cast<const char*>(w) + a.prefetch_rows * row_bytes;
   for (int64_t b = 0; b < nb; ++b) {
+    if (a.prefetch_rows > 0 && (b & 1) == 0) {
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) _mm_prefetch(next + r * row_bytes + b * sizeof(Block), _MM_HINT_T0);
+    }
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       __m512i lo, hi;

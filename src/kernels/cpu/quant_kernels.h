@@ -34,7 +34,7 @@ struct QuantizedActs {
   const int8_t* qs = nullptr;     // (n_tokens, k)
   const float* d = nullptr;       // (n_tokens, nb)
   const int32_t* corr = nullptr;  // (n_tokens, nb, 8); null when corr_offset == 0
-  // One-token kernels prefetch the weight rows this many rows ahead (0: off).
+  // The kernels prefetch the weight rows this many rows ahead (0: off).
   int prefetch_rows = 0;
 };
 
@@ -62,6 +62,9 @@ struct TiledActs {
   const int8_t* qs = nullptr;     // (n_tiles, nb, 8 groups, 16 tokens, 4)
   const int32_t* corr = nullptr;  // (n_tiles, nb, 16): -offset * sum of the token's block
   const float* d = nullptr;       // (n_tiles, nb, 16)
+  // The kernel prefetches the rows this many rows ahead while it works on a
+  // row group (0: off), as QuantizedActs::prefetch_rows.
+  int prefetch_rows = 0;
 };
 // Rearranges tokens [t0, t0 + n_tiles * 16) of `a` (tokens past a.n_tokens are
 // padding; a.corr must be set) into the tiled layout. Storage is sized by the
@@ -90,6 +93,7 @@ struct QuadActs {
   // corr[t][j] + corr[t][j + 4] of QuantizedActs.
   const int32_t* corr = nullptr;
   const float* d = nullptr;  // (n_quads, nb, 4 tokens, 4): d[t] in all 4 lanes
+  int prefetch_rows = 0;     // as TiledActs::prefetch_rows
 };
 // Rearranges tokens [t0, a.n_tokens) of `a` into quads (a.corr must be set).
 void BuildQuadActs(const QuantizedActs& a, int t0, std::vector<int8_t>* qs,

@@ -98,6 +98,7 @@ void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<int
   out->qs = qs->data();
   out->corr = corr->data();
   out->d = d->data();
+  out->prefetch_rows = a.prefetch_rows;
 }
 
 void BuildQuadActs(const QuantizedActs& a, int t0, std::vector<int8_t>* qs,
@@ -129,6 +130,7 @@ void BuildQuadActs(const QuantizedActs& a, int t0, std::vector<int8_t>* qs,
   out->qs = qs->data();
   out->corr = corr->data();
   out->d = d->data();
+  out->prefetch_rows = a.prefetch_rows;
 }
 
 const QuantKernelTable* GetQuantKernels(QuantDotIsa isa) {
