@@ -121,20 +121,22 @@ constexpr int kTileTokens = 6;
 constexpr int kTileTokens = 2;
 #endif
 
-// R rows (the same R for the whole call) against every token.
+// R rows (the same R for the whole call) against every token. ahead: the
+// next rows to prefetch during the first token tile (null: none).
 template <int R, class L>
 HWY_INLINE void RowsAllTokens(const uint8_t* w, size_t row_bytes, int64_t k, const float* x,
-                              int n_tokens, float* y, int64_t ldy) {
+                              int n_tokens, float* y, int64_t ldy, const uint8_t* ahead) {
   int t0 = 0;
   for (; t0 + kTileTokens <= n_tokens; t0 += kTileTokens) {
-    RowsTile<R, kTileTokens, L>(w, row_bytes, k, x, t0, y, ldy);
+    RowsTile<R, kTileTokens, L>(w, row_bytes, k, x, t0, y, ldy, t0 == 0 ? ahead : nullptr);
   }
+  const uint8_t* a = t0 == 0 ? ahead : nullptr;
   switch (n_tokens - t0) {
-    case 5: RowsTile<R, 5, L>(w, row_bytes, k, x, t0, y, ldy); break;
-    case 4: RowsTile<R, 4, L>(w, row_bytes, k, x, t0, y, ldy); break;
-    case 3: RowsTile<R, 3, L>(w, row_bytes, k, x, t0, y, ldy); break;
-    case 2: RowsTile<R, 2, L>(w, row_bytes, k, x, t0, y, ldy); break;
-    case 1: RowsTile<R, 1, L>(w, row_bytes, k, x, t0, y, ldy); break;
+    case 5: RowsTile<R, 5, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
+    case 4: RowsTile<R, 4, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
+    case 3: RowsTile<R, 3, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
+    case 2: RowsTile<R, 2, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
+    case 1: RowsTile<R, 1, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
     default: break;
   }
 }
@@ -142,22 +144,19 @@ HWY_INLINE void RowsAllTokens(const uint8_t* w, size_t row_bytes, int64_t k, con
 template <class L>
 HWY_INLINE void MatRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k,
                         const float* x, int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
+  // Decode: 4 rows per step are 4 independent FMA chains, enough to hide the
+  // FMA latency under the weight stream. Every pass streams the weights once,
+  // so the next row group is prefetched while one is worked on.
+  const int64_t ahead = std::max(prefetch_rows, 4);
   int64_t r = 0;
-  if (n_tokens == 1) {
-    // Decode: 4 rows per step are 4 independent FMA chains, enough to hide
-    // the FMA latency under the weight stream.
-    const int64_t ahead = std::max(prefetch_rows, 4);
-    for (; r + 4 <= n_rows; r += 4) {
-      const uint8_t* wb = w + r * row_bytes;
-      RowsTile<4, 1, L>(wb, row_bytes, k, x, 0, y + r, ldy,
+  for (; r + 4 <= n_rows; r += 4) {
+    const uint8_t* wb = w + r * row_bytes;
+    RowsAllTokens<4, L>(wb, row_bytes, k, x, n_tokens, y + r, ldy,
                         prefetch_rows > 0 ? wb + ahead * row_bytes : nullptr);
-    }
-  } else {
-    for (; r + 4 <= n_rows; r += 4) {
-      RowsAllTokens<4, L>(w + r * row_bytes, row_bytes, k, x, n_tokens, y + r, ldy);
-    }
   }
-  for (; r < n_rows; ++r) RowsAllTokens<1, L>(w + r * row_bytes, row_bytes, k, x, n_tokens, y + r, ldy);
+  for (; r < n_rows; ++r) {
+    RowsAllTokens<1, L>(w + r * row_bytes, row_bytes, k, x, n_tokens, y + r, ldy, nullptr);
+  }
 }
 
 void MatRowsF32Impl(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
