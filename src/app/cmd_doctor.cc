@@ -13,7 +13,7 @@ namespace {
 // family takes on it, with the reason (SPECD_KERNEL_ISA forces a path).
 void PrintCpuSection() {
   std::printf("CPU\n%s", specd::DescribeCpu().c_str());
-  std::printf("Kernel paths (force with SPECD_KERNEL_ISA=scalar|avx2|avxvnni|avx512vnni)\n%s",
+  std::printf("Kernel paths (force with SPECD_KERNEL_ISA=scalar|avx2|avxvnni|avx512vnni; SPECD_AMX=0 turns AMX off)\n%s",
               specd::DescribeKernelPaths().c_str());
   std::printf("  float ops dispatch now to Highway target %s\n",
               specd::kernels::ActiveFloatTarget());

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/dispatch.h"
 #include "app/commands.h"
 #include "app/engine_flags.h"
 #include "app/rank_launch.h"
@@ -194,7 +195,8 @@ Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
                   {"prefill_s", st.prefill_s},
                   {"decode_s", st.decode_s},
                   {"weight_bytes", st.weight_bytes},
-                  {"threads", runner->pool()->size()}};
+                  {"threads", runner->pool()->size()},
+                  {"amx", kernels::AmxActive()}};
     // Rank 0's seconds inside collectives during decode (waits for the
     // other ranks included): comm_s / decode_s is communication's share.
     j["stats"]["comm_s"] = st.comm_s;

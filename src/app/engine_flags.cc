@@ -39,6 +39,9 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
       ->check(CLI::Range(0.0, 100000.0));
   sub->add_flag("--no-prefetch", f->no_prefetch,
                 "Do not prefetch weight rows in software in the decode kernels (A/B baseline)");
+  sub->add_flag("--no-amx", f->no_amx,
+                "Do not use AMX-INT8 tiles for Q8_0/Q4_0 matmuls of many tokens (prefill, "
+                "verify); they then run on AVX512-VNNI (A/B baseline; also SPECD_AMX=0)");
 }
 
 void AddSpecFlags(CLI::App* sub, SpecFlags* f) {
@@ -81,6 +84,7 @@ RunnerOptions ToRunnerOptions(const EngineFlags& f) {
   o.transformer.fuse_allreduce_norm = !f.no_fuse_allreduce_norm;
   o.pool_spin_us = f.pool_spin_us;
   o.weight_prefetch = !f.no_prefetch;
+  o.amx = !f.no_amx;
   o.matmul_split = f.matmul_split == "static" ? kernels::MatMulSplit::kStatic
                                               : kernels::MatMulSplit::kDynamic;
   return o;

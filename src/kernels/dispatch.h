@@ -17,6 +17,13 @@ QuantDotIsa ActiveQuantDotIsa();
 // (or this build) lacks it.
 bool SetQuantDotIsa(QuantDotIsa isa);
 
+// Whether Q8_0/Q4_0 matmuls of many tokens use the AMX-INT8 tile kernels
+// (they need the avx512vnni quantized path).
+bool AmxActive();
+// Turns the AMX kernels on or off. Turning them on returns false and changes
+// nothing when the CPU, the OS or this build cannot run them.
+bool SetAmx(bool on);
+
 Bf16DotPath ActiveBf16Path();
 // Returns false and changes nothing when the CPU lacks AVX512-BF16.
 bool SetBf16Path(Bf16DotPath path);

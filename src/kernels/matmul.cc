@@ -3,8 +3,9 @@
 //
 // Decode (n_tokens = 1) is memory-bound: each thread streams a contiguous
 // range of weight rows once. Verify / prefill (n_tokens > 1) reuse every
-// weight row from L1 for all tokens in tiles of 4 tokens, so extra tokens cost
-// compute, not memory traffic.
+// weight row from L1 for all tokens in tiles of 4 or 16 tokens, so extra
+// tokens cost compute, not memory traffic; with AMX the 16-token tiles run on
+// the tile unit (quant_amx.cc).
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -50,14 +51,15 @@ std::atomic<bool> g_prefetch{true};
 // Row chunks are multiples of 4 rows: the multi-row kernels work on groups of 4.
 constexpr int64_t kRowAlign = 4;
 
+
 void RunRows(int64_t n_out, int64_t macs_per_row, ThreadPool* pool,
-             const std::function<void(int64_t, int64_t)>& body) {
+             const std::function<void(int64_t, int64_t)>& body, int64_t align = kRowAlign) {
   if (pool == nullptr || pool->size() == 1 || n_out * macs_per_row < kMinParallelMacs) {
     body(0, n_out);
     return;
   }
   if (g_split.load(std::memory_order_relaxed) == MatMulSplit::kDynamic) {
-    pool->ParallelForDynamic(n_out, kRowAlign, body);
+    pool->ParallelForDynamic(n_out, align, body);
   } else {
     pool->ParallelFor(n_out, body);
   }
@@ -107,6 +109,23 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
     RunRows(n_out, k, pool, [&](int64_t r0, int64_t r1) {
       table->q4_0_gemv(w.row(row_begin + r0), w.row_bytes(), r1 - r0, g, acts, y + r0);
     });
+    return;
+  }
+  // Many tokens with AMX: every token through the tile kernels, in 16-token
+  // tiles (the last one padded).
+  const cpu::AmxKernelTable* amx = AmxActive() ? cpu::AmxKernels() : nullptr;
+  if (amx != nullptr && acts.corr != nullptr &&
+      n_tokens >= (q4 ? amx->q4_0_min_tokens : amx->q8_0_min_tokens)) {
+    const int n_tiles = (n_tokens + cpu::kTileTokens - 1) / cpu::kTileTokens;
+    cpu::TiledActs tiled;
+    cpu::BuildTiledActs(acts, 0, n_tiles, &s.tiled_qs, &s.tiled_corr, &s.tiled_d, &tiled);
+    cpu::QuantTiledRowsFn amx_fn = q4 ? amx->q4_0 : amx->q8_0;
+    RunRows(
+        n_out, k * n_tokens, pool,
+        [&](int64_t r0, int64_t r1) {
+          amx_fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, tiled, n_tokens, y + r0, n_out);
+        },
+        amx->row_align);
     return;
   }
   cpu::QuantTiledRowsFn tiled_fn = q4 ? table->q4_0_tiled : table->q8_0_tiled;

@@ -16,12 +16,15 @@ namespace {
 
 std::atomic<QuantDotIsa> g_quant_isa{QuantDotIsa::kScalar};
 std::atomic<Bf16DotPath> g_bf16_path{Bf16DotPath::kHighway};
+std::atomic<bool> g_amx{false};
 
 void InitOnce() {
   const KernelPaths& paths = GetKernelPaths();  // logs the choice once
   QuantDotIsa isa = paths.quant_dot;
   if (cpu::GetQuantKernels(isa) == nullptr) isa = QuantDotIsa::kScalar;
   g_quant_isa.store(isa, std::memory_order_relaxed);
+  g_amx.store(paths.amx_int8 && isa == QuantDotIsa::kAvx512Vnni && cpu::AmxKernels() != nullptr,
+              std::memory_order_relaxed);
   Bf16DotPath bf16 = paths.bf16;
   if (bf16 == Bf16DotPath::kAvx512Bf16 && !cpu::HaveBf16Avx512()) bf16 = Bf16DotPath::kHighway;
   g_bf16_path.store(bf16, std::memory_order_relaxed);
@@ -44,6 +47,25 @@ bool SetQuantDotIsa(QuantDotIsa isa) {
   EnsureKernelPathsInitialized();
   if (!CpuSupports(GetCpuFeatures(), isa) || cpu::GetQuantKernels(isa) == nullptr) return false;
   g_quant_isa.store(isa, std::memory_order_relaxed);
+  return true;
+}
+
+bool AmxActive() {
+  EnsureKernelPathsInitialized();
+  return g_amx.load(std::memory_order_relaxed) &&
+         g_quant_isa.load(std::memory_order_relaxed) == QuantDotIsa::kAvx512Vnni;
+}
+
+bool SetAmx(bool on) {
+  EnsureKernelPathsInitialized();
+  if (on) {
+    const CpuFeatures& cpu = GetCpuFeatures();
+    if (!cpu.amx_tile || !cpu.amx_int8 || !CpuSupports(cpu, QuantDotIsa::kAvx512Vnni) ||
+        cpu::AmxKernels() == nullptr || !RequestAmxTileData(nullptr)) {
+      return false;
+    }
+  }
+  g_amx.store(on, std::memory_order_relaxed);
   return true;
 }
 

@@ -3,8 +3,10 @@
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -78,8 +80,13 @@ void ProbeX86(CpuFeatures& f) {
   f.avx = os_avx && Bit(r1.c, 28);
   f.fma = f.avx && Bit(r1.c, 12);
   f.f16c = f.avx && Bit(r1.c, 29);
+  // XTILECFG (bit 17) and XTILEDATA (bit 18) state enabled by the OS.
+  bool os_amx = (xcr0 & 0x60000) == 0x60000;
   if (max_leaf >= 7) {
     Regs r7 = Cpuid(7, 0);
+    f.amx_tile = os_amx && Bit(r7.d, 24);
+    f.amx_int8 = f.amx_tile && Bit(r7.d, 25);
+    f.amx_bf16 = f.amx_tile && Bit(r7.d, 22);
     f.avx2 = f.avx && Bit(r7.b, 5);
     f.avx512f = os_avx512 && Bit(r7.b, 16);
     f.avx512bw = f.avx512f && Bit(r7.b, 30);
@@ -151,6 +158,9 @@ std::string CpuFeatures::FlagString() const {
   add(avx512vl, "avx512vl");
   add(avx512_vnni, "avx512_vnni");
   add(avx512_bf16, "avx512_bf16");
+  add(amx_tile, "amx_tile");
+  add(amx_int8, "amx_int8");
+  add(amx_bf16, "amx_bf16");
   return s.empty() ? "(none)" : s;
 }
 
@@ -214,8 +224,24 @@ QuantDotIsa BestQuantDotIsa(const CpuFeatures& cpu) {
   return QuantDotIsa::kScalar;
 }
 
+bool RequestAmxTileData(std::string* error) {
+#if SPECD_X86 && defined(__linux__)
+  static const std::string result = [] {
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0) return std::string();
+    return std::string("arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) failed: ") +
+           std::strerror(errno);
+  }();
+#else
+  static const std::string result = "AMX tile permission is only requested on x86-64 Linux";
+#endif
+  if (!result.empty() && error != nullptr) *error = result;
+  return result.empty();
+}
+
 KernelPaths ChooseKernelPaths(const CpuFeatures& cpu, std::string_view forced,
-                              std::string* warning) {
+                              std::string* warning, std::string_view amx_env) {
   KernelPaths p;
   std::optional<QuantDotIsa> want;
   if (!forced.empty()) {
@@ -297,6 +323,20 @@ KernelPaths ChooseKernelPaths(const CpuFeatures& cpu, std::string_view forced,
                         ? "capped by SPECD_KERNEL_ISA: bf16 shift-convert + FMA"
                         : "AVX512-BF16 unavailable: using bf16 shift-convert + FMA";
   }
+
+  // AMX-INT8: the tile kernels scale with AVX-512, so they ride on the
+  // avx512vnni path.
+  if (amx_env == "0") {
+    p.amx_reason = "disabled by SPECD_AMX=0";
+  } else if (!cpu.amx_tile || !cpu.amx_int8) {
+    p.amx_reason = "AMX-INT8 unavailable (CPU or OS lacks tile state)";
+  } else if (p.quant_dot != QuantDotIsa::kAvx512Vnni) {
+    p.amx_reason = std::string("q8_0/q4_0 path is ") + QuantDotIsaName(p.quant_dot) +
+                   ", the AMX kernels need avx512vnni";
+  } else {
+    p.amx_int8 = true;
+    p.amx_reason = "AMX-INT8 present: 16x16-token tiles (tdpbssd) for multi-token matmuls";
+  }
   return p;
 }
 
@@ -304,8 +344,18 @@ const KernelPaths& GetKernelPaths() {
   static const KernelPaths paths = [] {
     const char* env = std::getenv("SPECD_KERNEL_ISA");
     std::string warning;
-    KernelPaths p = ChooseKernelPaths(GetCpuFeatures(), env ? env : "", &warning);
+    const char* amx_env = std::getenv("SPECD_AMX");
+    KernelPaths p = ChooseKernelPaths(GetCpuFeatures(), env ? env : "", &warning,
+                                      amx_env ? amx_env : "");
     if (!warning.empty()) LOG_WARN(kStage, "{}", warning);
+    std::string amx_error;
+    if (p.amx_int8 && !RequestAmxTileData(&amx_error)) {
+      p.amx_int8 = false;
+      p.amx_reason = "AMX-INT8 present but unusable: " + amx_error;
+    }
+    if (!p.amx_int8 && GetCpuFeatures().amx_int8) {
+      LogOnce(LogLevel::kInfo, "kernel-path-amx", kStage, "amx matmul: off (" + p.amx_reason + ")");
+    }
     if (p.quant_dot != QuantDotIsa::kAvx512Vnni) {
       LogOnce(LogLevel::kInfo, "kernel-path-quant", kStage,
               std::string("q8_0/q4_0 matmul: ") + QuantDotIsaName(p.quant_dot) + " (" +
@@ -344,6 +394,9 @@ std::string DescribeKernelPaths() {
   s += "  bf16 matmul:      " +
        std::string(p.bf16 == Bf16DotPath::kAvx512Bf16 ? "avx512bf16" : "highway-" + p.float_target) +
        " (" + p.bf16_reason + ")\n";
+  s += "  q8_0/q4_0 multi-token matmul: " +
+       std::string(p.amx_int8 ? "amx-int8" : QuantDotIsaName(p.quant_dot)) + " (" +
+       p.amx_reason + ")\n";
   s += "  f32/f16 matmul, norms, rope, softmax, attention: highway-" + p.float_target + " (" +
        p.float_reason + ")\n";
   return s;

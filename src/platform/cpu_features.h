@@ -31,6 +31,11 @@ struct CpuFeatures {
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
   bool avx_vnni = false;
+  // AMX: CPU flags and the OS's XCR0 tile state (XTILECFG, XTILEDATA). Using
+  // the tiles also needs the per-process permission (RequestAmxTileData).
+  bool amx_tile = false;
+  bool amx_int8 = false;
+  bool amx_bf16 = false;
   // Highway's runtime-supported targets (bitmask of HWY_* values) and the best
   // one's name ("AVX3", "AVX2", "EMU128", ...).
   int64_t hwy_targets = 0;
@@ -63,12 +68,22 @@ QuantDotIsa BestQuantDotIsa(const CpuFeatures& cpu);
 // Highway shift-convert + FMA (activations stay f32).
 enum class Bf16DotPath : uint8_t { kHighway, kAvx512Bf16 };
 
+// Asks the OS for permission to use AMX tile data in this process (Linux
+// arch_prctl ARCH_REQ_XCOMP_PERM; inherited by forked ranks). Once per
+// process; false with the OS's answer in `error` when refused or unsupported.
+bool RequestAmxTileData(std::string* error);
+
 // The choice for every kernel family, with a reason a person can act on.
 struct KernelPaths {
   QuantDotIsa quant_dot = QuantDotIsa::kScalar;
   std::string quant_dot_reason;
   Bf16DotPath bf16 = Bf16DotPath::kHighway;
   std::string bf16_reason;
+  // AMX-INT8 tiles for Q8_0/Q4_0 matmuls of many tokens (prefill, verify);
+  // the one-token path stays quant_dot. Off with SPECD_AMX=0 or when
+  // SPECD_KERNEL_ISA caps the path below avx512vnni.
+  bool amx_int8 = false;
+  std::string amx_reason;
   // Highway target used by the float ops (f32/f16 matmul, norms, rope,
   // softmax, attention) and the bitmask the kernels restrict Highway to
   // (0 = no restriction).
@@ -78,10 +93,12 @@ struct KernelPaths {
 };
 
 // Chooses paths for `cpu`, honouring `forced` (the value of SPECD_KERNEL_ISA,
-// empty for none). A forced path the CPU lacks, or an unknown value, is
-// ignored with a warning appended to `warning` (when non-null).
+// empty for none) and `amx_env` (the value of SPECD_AMX: "0" turns AMX off).
+// A forced path the CPU lacks, or an unknown value, is ignored with a warning
+// appended to `warning` (when non-null). Pure: the AMX permission is asked
+// for by GetKernelPaths.
 KernelPaths ChooseKernelPaths(const CpuFeatures& cpu, std::string_view forced,
-                              std::string* warning);
+                              std::string* warning, std::string_view amx_env = "");
 // The process-wide choice from GetCpuFeatures() and SPECD_KERNEL_ISA; computed
 // once, and logged once (INFO for a fallback, WARN for an ignored override).
 const KernelPaths& GetKernelPaths();

@@ -61,6 +61,51 @@ TEST(CpuFeaturesTest, FlagsMatchProcCpuinfo) {
   EXPECT_EQ(f.avx512_vnni, has("avx512_vnni"));
   EXPECT_EQ(f.avx512_bf16, has("avx512_bf16"));
   EXPECT_EQ(f.avx_vnni, has("avx_vnni"));
+  // /proc/cpuinfo lists what the kernel enabled, so the XCR0 tile state agrees.
+  EXPECT_EQ(f.amx_tile, has("amx_tile"));
+  EXPECT_EQ(f.amx_int8, has("amx_int8"));
+  EXPECT_EQ(f.amx_bf16, has("amx_bf16"));
+}
+
+CpuFeatures WithAmx(CpuFeatures f) {
+  f.amx_tile = f.amx_int8 = f.amx_bf16 = true;
+  return f;
+}
+
+TEST(KernelPathsTest, AmxNeedsTilesAndTheAvx512VnniPath) {
+  std::string warning;
+  KernelPaths p = ChooseKernelPaths(WithAmx(Avx512VnniBf16()), "", &warning);
+  EXPECT_TRUE(p.amx_int8);
+  EXPECT_NE(p.amx_reason.find("AMX-INT8 present"), std::string::npos) << p.amx_reason;
+
+  p = ChooseKernelPaths(Avx512VnniBf16(), "", &warning);
+  EXPECT_FALSE(p.amx_int8);
+  EXPECT_NE(p.amx_reason.find("unavailable"), std::string::npos) << p.amx_reason;
+
+  // Tiles without the tile-data state (an OS that does not enable it) or
+  // without AMX-INT8: off.
+  CpuFeatures tiles_only = Avx512VnniBf16();
+  tiles_only.amx_tile = true;
+  EXPECT_FALSE(ChooseKernelPaths(tiles_only, "", &warning).amx_int8);
+
+  p = ChooseKernelPaths(WithAmx(Avx512VnniBf16()), "avx2", &warning);
+  EXPECT_FALSE(p.amx_int8);
+  EXPECT_NE(p.amx_reason.find("avx2"), std::string::npos) << p.amx_reason;
+
+  p = ChooseKernelPaths(WithAmx(Avx512VnniBf16()), "", &warning, "0");
+  EXPECT_FALSE(p.amx_int8);
+  EXPECT_EQ(p.amx_reason, "disabled by SPECD_AMX=0");
+  EXPECT_TRUE(warning.empty()) << warning;
+}
+
+TEST(KernelPathsTest, ProcessChoiceHoldsTheTilePermission) {
+  // Where the probe chose AMX it also obtained the OS permission for tile
+  // data (else it would have fallen back with the OS's answer as reason).
+  const KernelPaths& p = GetKernelPaths();
+  if (!p.amx_int8) GTEST_SKIP() << "AMX off here: " << p.amx_reason;
+  std::string error;
+  EXPECT_TRUE(RequestAmxTileData(&error)) << error;
+  EXPECT_NE(DescribeKernelPaths().find("amx-int8"), std::string::npos);
 }
 
 TEST(KernelPathsTest, BestPathPerCpu) {

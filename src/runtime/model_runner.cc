@@ -26,6 +26,9 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
                                                      options.pool_spin_us);
   kernels::SetMatMulSplit(options.matmul_split);
   kernels::SetWeightPrefetch(options.weight_prefetch);
+  // Off always succeeds; on only where the probe chose AMX (SPECD_AMX=0 and
+  // unsupported CPUs stay off, logged once by the probe).
+  kernels::SetAmx(options.amx && GetKernelPaths().amx_int8);
   auto model = Transformer::Create(*r->ckpt_, *plan, comm, r->pool_.get(), options.transformer);
   if (!model.ok()) return std::move(model).TakeStatus().WithStage("load weights");
   r->model_ = std::move(model).value();

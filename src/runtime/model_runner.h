@@ -27,6 +27,9 @@ struct RunnerOptions {
   // Process-wide: applied by Create (every rank runs one runner).
   kernels::MatMulSplit matmul_split = kernels::MatMulSplit::kDynamic;
   bool weight_prefetch = true;
+  // AMX tile kernels for quantized matmuls of many tokens, where the CPU and
+  // OS allow them (false: AVX512-VNNI).
+  bool amx = true;
 };
 
 class ModelRunner {

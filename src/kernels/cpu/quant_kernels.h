@@ -146,6 +146,22 @@ struct QuantKernelTable {
   BuildGemvActsFn build_gemv_acts = nullptr;
 };
 
+// AMX-INT8 tile kernels (quant_amx.cc) over the TiledActs layout, for matmuls
+// of many tokens. The caller must hold the OS permission for tile data
+// (platform::RequestAmxTileData) and the CPU must have AMX-TILE, AMX-INT8 and
+// AVX512-VNNI; rows past a multiple of row_align go to the AVX512-VNNI
+// token-lane kernel.
+struct AmxKernelTable {
+  QuantTiledRowsFn q8_0 = nullptr;
+  QuantTiledRowsFn q4_0 = nullptr;
+  int row_align = 16;  // split rows across threads in multiples of this
+  // Token counts from which the tile kernels beat the AVX512-VNNI ones.
+  int q8_0_min_tokens = 4;
+  int q4_0_min_tokens = 9;
+};
+// Null when this build has no AMX path (non-x86).
+const AmxKernelTable* AmxKernels();
+
 // The table for `isa`, or null when this build has no such path (non-x86).
 const QuantKernelTable* GetQuantKernels(QuantDotIsa isa);
 
