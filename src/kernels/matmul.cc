@@ -36,7 +36,6 @@ struct ActScratch {
   std::vector<int8_t> quad_qs;
   std::vector<int32_t> quad_corr;
   std::vector<float> quad_d;
-  std::vector<int8_t> gemv_qs;
   std::vector<int32_t> gemv_corr;
 };
 
@@ -105,7 +104,7 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   cpu::QuantRowsFn fn = q4 ? table->q4_0 : table->q8_0;
   if (n_tokens == 1 && q4 && table->q4_0_gemv != nullptr && acts.corr != nullptr) {
     cpu::GemvActs g;
-    table->build_gemv_acts(acts, &s.gemv_qs, &s.gemv_corr, &g);
+    table->build_gemv_acts(acts, &s.gemv_corr, &g);
     RunRows(n_out, k, pool, [&](int64_t r0, int64_t r1) {
       table->q4_0_gemv(w.row(row_begin + r0), w.row_bytes(), r1 - r0, g, acts, y + r0);
     });

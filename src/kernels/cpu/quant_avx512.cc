@@ -390,38 +390,39 @@ SPECD_AVX512_TARGET void QuadRowsQ4(const uint8_t* w, size_t row_bytes, int64_t 
   QuadRows<BlockQ4_0>(w, row_bytes, n_rows, a, n_tokens, y, ldy);
 }
 
-// One-token Q4_0 kernel (see GemvActs): 4 rows per vector.
+// One-token Q4_0 kernel (see GemvActs): rows r0..r0+3, one per 128-bit lane.
+// Without the dword transpose of an earlier version (one vpermd per block) and
+// with the scales gathered instead of packed with scalar ops, a block costs
+// ~15% fewer vector uops (kernels_bench q4_0 8192x2048: 412-431 -> 350-355 us,
+// 1B decode 18.4 -> 19.4 tok/s at 1 thread).
 SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const GemvActs& g,
                                      float* y) {
+  const int8_t* aq = g.qs;
   const int64_t nb = g.nb;
-  const BlockQ4_0* r0 = reinterpret_cast<const BlockQ4_0*>(w);
-  const BlockQ4_0* r1 = reinterpret_cast<const BlockQ4_0*>(w + row_bytes);
-  const BlockQ4_0* r2 = reinterpret_cast<const BlockQ4_0*>(w + 2 * row_bytes);
-  const BlockQ4_0* r3 = reinterpret_cast<const BlockQ4_0*>(w + 3 * row_bytes);
-  // 16-byte row blocks [r0 | r1 | r2 | r3] -> lane j = dword j of r0..r3.
-  const __m512i transpose =
-      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const uint8_t* r0 = w;
+  const uint8_t* r1 = w + row_bytes;
+  const uint8_t* r2 = w + 2 * row_bytes;
+  const uint8_t* r3 = w + 3 * row_bytes;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const int rb = static_cast<int>(row_bytes);
+  // Gather element 4j + r: row r, block b + j.
+  const __m512i gidx = _mm512_add_epi32(
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3),
+                         _mm512_set1_epi32(rb)),
+      _mm512_setr_epi32(0, 0, 0, 0, 18, 18, 18, 18, 36, 36, 36, 36, 54, 54, 54, 54));
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  auto step = [&](int64_t blk, __m512& acc) SPECD_AVX512_TARGET {
-    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r0[blk].qs)));
-    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1[blk].qs)), 1);
-    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r2[blk].qs)), 2);
-    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r3[blk].qs)), 3);
-    q = _mm512_permutexvar_epi32(transpose, q);
+  auto step = [&](int64_t blk, __m512 dw4, __m512& acc) SPECD_AVX512_TARGET {
+    const int64_t off = blk * static_cast<int64_t>(sizeof(BlockQ4_0)) + 2;
+    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + off)));
+    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + off)), 1);
+    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r2 + off)), 2);
+    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r3 + off)), 3);
     const __m512i lo = _mm512_and_si512(q, m4);
     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-    __m512i i = _mm512_loadu_si512(g.corr + blk * 16);
-    i = _mm512_dpbusd_epi32(i, lo, _mm512_loadu_si512(g.qs + blk * 128));
-    i = _mm512_dpbusd_epi32(i, hi, _mm512_loadu_si512(g.qs + blk * 128 + 64));
-    // The 4 rows' f16 scales packed with scalar ops (free ports), widened once.
-    const uint64_t d4 = static_cast<uint64_t>(r0[blk].d) |
-                        (static_cast<uint64_t>(r1[blk].d) << 16) |
-                        (static_cast<uint64_t>(r2[blk].d) << 32) |
-                        (static_cast<uint64_t>(r3[blk].d) << 48);
-    const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(d4)));
-    const __m512 scale = _mm512_mul_ps(_mm512_broadcast_f32x4(dw), _mm512_set1_ps(g.d[blk]));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), scale, acc);
+    __m512i i = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.corr + blk * 4)));
+    i = _mm512_dpbusd_epi32(i, lo, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + blk * 32))));
+    i = _mm512_dpbusd_epi32(i, hi, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + blk * 32 + 16))));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(dw4, _mm512_set1_ps(g.d[blk])), acc);
   };
   // Software prefetch of the next row group at the blocks being worked on,
   // once per 2 blocks (36 bytes) per row: the hardware prefetcher alone left
@@ -429,47 +430,62 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
   // docs/performance.md). Prefetches past the matrix do not fault.
   const bool prefetch = g.prefetch_rows > 0;
   const char* next = reinterpret_cast<const char*>(w) + g.prefetch_rows * row_bytes;
+  // Scale lanes of block j: rows 0..3 of block j, each repeated over a lane.
+  const __m512i s0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const __m512i s1 = _mm512_add_epi32(s0, _mm512_set1_epi32(4));
+  const __m512i s2 = _mm512_add_epi32(s0, _mm512_set1_epi32(8));
+  const __m512i s3 = _mm512_add_epi32(s0, _mm512_set1_epi32(12));
   int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
+  for (; b + 4 <= nb; b += 4) {
     if (prefetch) {
-      const char* p = next + b * sizeof(BlockQ4_0);
-      _mm_prefetch(p, _MM_HINT_T0);
-      _mm_prefetch(p + row_bytes, _MM_HINT_T0);
-      _mm_prefetch(p + 2 * row_bytes, _MM_HINT_T0);
-      _mm_prefetch(p + 3 * row_bytes, _MM_HINT_T0);
+      #pragma GCC unroll 4
+      for (int h = 0; h < 2; ++h) {
+        const char* p = next + (b + 2 * h) * sizeof(BlockQ4_0);
+        _mm_prefetch(p, _MM_HINT_T0);
+        _mm_prefetch(p + row_bytes, _MM_HINT_T0);
+        _mm_prefetch(p + 2 * row_bytes, _MM_HINT_T0);
+        _mm_prefetch(p + 3 * row_bytes, _MM_HINT_T0);
+      }
     }
-    step(b, acc0);
-    step(b + 1, acc1);
+    const __m512i raw = _mm512_i32gather_epi32(gidx, r0 + b * sizeof(BlockQ4_0), 1);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+    step(b, _mm512_permutexvar_ps(s0, dw), acc0);
+    step(b + 1, _mm512_permutexvar_ps(s1, dw), acc1);
+    step(b + 2, _mm512_permutexvar_ps(s2, dw), acc0);
+    step(b + 3, _mm512_permutexvar_ps(s3, dw), acc1);
   }
-  if (b < nb) step(b, acc0);
-  // Lane (j, r): add the four 128-bit lanes; lanes 0..3 then hold rows 0..3.
+  for (; b < nb; ++b) {
+    const __m128i d4 = _mm_setr_epi16(
+        static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r0)[b].d),
+        static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r1)[b].d),
+        static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r2)[b].d),
+        static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r3)[b].d), 0, 0, 0, 0);
+    step(b, _mm512_permutexvar_ps(s0, _mm512_castps128_ps512(_mm_cvtph_ps(d4))), acc0);
+  }
+  // Lane j = row j: add its 4 dwords.
   __m512 v = _mm512_add_ps(acc0, acc1);
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  _mm_storeu_ps(y, _mm512_castps512_ps128(v));
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+  alignas(64) float tmp[16];
+  _mm512_store_ps(tmp, v);
+  y[0] = tmp[0];
+  y[1] = tmp[4];
+  y[2] = tmp[8];
+  y[3] = tmp[12];
 }
 
-// GemvActs from token 0 of `a`: per block, the two activation halves with each
-// dword spread over a 128-bit lane, and the lane corrections.
-SPECD_AVX512_TARGET void BuildGemvActsAvx512(const QuantizedActs& a, std::vector<int8_t>* qs,
-                                             std::vector<int32_t>* corr, GemvActs* out) {
+// GemvActs from token 0 of `a`: the lane corrections per block.
+SPECD_AVX512_TARGET void BuildGemvActsAvx512(const QuantizedActs& a, std::vector<int32_t>* corr,
+                                             GemvActs* out) {
   const int64_t nb = a.nb;
-  qs->resize(static_cast<size_t>(nb * 128));
-  corr->resize(static_cast<size_t>(nb * 16));
-  const __m512i spread_lo = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  const __m512i spread_hi = _mm512_add_epi32(spread_lo, _mm512_set1_epi32(4));
+  corr->resize(static_cast<size_t>(nb * 4));
   for (int64_t b = 0; b < nb; ++b) {
-    const __m512i blk = _mm512_castsi256_si512(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + b * kQuantBlock)));
-    _mm512_storeu_si512(qs->data() + b * 128, _mm512_permutexvar_epi32(spread_lo, blk));
-    _mm512_storeu_si512(qs->data() + b * 128 + 64, _mm512_permutexvar_epi32(spread_hi, blk));
     const __m128i c = _mm_add_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.corr + b * 8)),
                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.corr + b * 8 + 4)));
-    _mm512_storeu_si512(corr->data() + b * 16,
-                        _mm512_permutexvar_epi32(spread_lo, _mm512_castsi128_si512(c)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(corr->data() + b * 4), c);
   }
   out->nb = nb;
-  out->qs = qs->data();
+  out->qs = a.qs;
   out->corr = corr->data();
   out->d = a.d;
   out->prefetch_rows = a.prefetch_rows;

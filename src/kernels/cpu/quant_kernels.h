@@ -103,23 +103,21 @@ using QuantQuadRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_r
                                  const QuadActs& a, int n_tokens, float* y, int64_t ldy);
 
 // Layout for the one-token Q4_0 kernel (decode), which works on 4 weight rows
-// per vector: the 16 quant bytes of a block of rows r0..r0+3 are loaded into
-// the four 128-bit lanes and their dwords transposed, so 128-bit lane j holds
-// dword j (elements 4j..4j+3 in the low nibbles, 16+4j.. in the high ones)
-// of the 4 rows. The activation vectors repeat the matching activation dword
-// in all 4 dwords of lane j, one vpdpbusd then advances 4 rows, and the
-// per-block f32 scaling is paid once per 4 rows instead of once per row.
+// per vector: 128-bit lane j holds the 16 quant bytes of block b of row j, the
+// block's activation halves (elements 0-15, 16-31) are broadcast to all four
+// lanes, so one vpdpbusd per half advances 4 rows and lane j's 4 dwords are
+// partial sums of row j; the per-block f32 scaling is paid once per 4 rows.
+// The scales of 4 rows x 4 blocks come in one gather.
 struct GemvActs {
   int64_t nb = 0;
-  const int8_t* qs = nullptr;     // (nb, 2 halves, 4 lanes, 4 copies, 4): half h, lane j
-                                  // holds activation dword 4h + j of the block
-  const int32_t* corr = nullptr;  // (nb, 4 lanes, 4 copies): corr[j] + corr[j + 4]
+  const int8_t* qs = nullptr;     // (nb, 32): token 0 of QuantizedActs.qs
+  const int32_t* corr = nullptr;  // (nb, 4): dword i is corr[i] + corr[i + 4]
   const float* d = nullptr;       // (nb)
   int prefetch_rows = 0;          // as QuantizedActs::prefetch_rows (0 or 4)
 };
 // Rearranges token 0 of `a` (a.corr must be set); storage sized by the callee.
-using BuildGemvActsFn = void (*)(const QuantizedActs& a, std::vector<int8_t>* qs,
-                                 std::vector<int32_t>* corr, GemvActs* out);
+using BuildGemvActsFn = void (*)(const QuantizedActs& a, std::vector<int32_t>* corr,
+                                 GemvActs* out);
 // y[i] for i < n_rows: token 0 of `a` (rows past the last multiple of 4 go
 // through the row kernel with `a`).
 using QuantGemvFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows,
