@@ -411,7 +411,8 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
                          _mm512_set1_epi32(rb)),
       _mm512_setr_epi32(0, 0, 0, 0, 18, 18, 18, 18, 36, 36, 36, 36, 54, 54, 54, 54));
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  auto step = [&](int64_t blk, __m512 dw4, __m512& acc) SPECD_AVX512_TARGET {
+  // scale: lane j = f16(dw[row j, blk]) * da[blk].
+  auto step = [&](int64_t blk, __m512 scale, __m512& acc) SPECD_AVX512_TARGET {
     const int64_t off = blk * static_cast<int64_t>(sizeof(BlockQ4_0)) + 2;
     __m512i q = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + off)));
     q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + off)), 1);
@@ -422,7 +423,7 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
     __m512i i = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.corr + blk * 4)));
     i = _mm512_dpbusd_epi32(i, lo, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + blk * 32))));
     i = _mm512_dpbusd_epi32(i, hi, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + blk * 32 + 16))));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(dw4, _mm512_set1_ps(g.d[blk])), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), scale, acc);
   };
   // Software prefetch of the next row group at the blocks being worked on,
   // once per 2 blocks (36 bytes) per row: the hardware prefetcher alone left
@@ -448,7 +449,9 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
       }
     }
     const __m512i raw = _mm512_i32gather_epi32(gidx, r0 + b * sizeof(BlockQ4_0), 1);
-    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+    // Lane 4j + r: f16(dw[r, b + j]) * da[b + j].
+    const __m512 da = _mm512_permutexvar_ps(s0, _mm512_castps128_ps512(_mm_loadu_ps(g.d + b)));
+    const __m512 dw = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)), da);
     step(b, _mm512_permutexvar_ps(s0, dw), acc0);
     step(b + 1, _mm512_permutexvar_ps(s1, dw), acc1);
     step(b + 2, _mm512_permutexvar_ps(s2, dw), acc0);
@@ -460,7 +463,8 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
         static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r1)[b].d),
         static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r2)[b].d),
         static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r3)[b].d), 0, 0, 0, 0);
-    step(b, _mm512_permutexvar_ps(s0, _mm512_castps128_ps512(_mm_cvtph_ps(d4))), acc0);
+    const __m128 dw = _mm_mul_ps(_mm_cvtph_ps(d4), _mm_set1_ps(g.d[b]));
+    step(b, _mm512_permutexvar_ps(s0, _mm512_castps128_ps512(dw)), acc0);
   }
   // Lane j = row j: add its 4 dwords.
   __m512 v = _mm512_add_ps(acc0, acc1);
