@@ -110,9 +110,23 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
     });
     return;
   }
-  // Many tokens with AMX: every token through the tile kernels, in 16-token
-  // tiles (the last one padded).
+  // Up to 8 tokens with AMX: two blocks per tile instruction (pair layout).
+  // More tokens: every token through the tile kernels in 16-token tiles (the
+  // last one padded).
   const cpu::AmxKernelTable* amx = AmxActive() ? cpu::AmxKernels() : nullptr;
+  if (amx != nullptr && n_tokens >= (q4 ? amx->q4_0_pair_min_tokens : amx->q8_0_pair_min_tokens) &&
+      n_tokens <= cpu::kPairTokens) {
+    cpu::PairActs pair;
+    cpu::BuildPairActs(acts, &s.tiled_qs, &s.tiled_d, &pair);
+    cpu::QuantPairRowsFn pair_fn = q4 ? amx->q4_0_pair : amx->q8_0_pair;
+    RunRows(
+        n_out, k * n_tokens, pool,
+        [&](int64_t r0, int64_t r1) {
+          pair_fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, pair, acts, y + r0, n_out);
+        },
+        amx->row_align);
+    return;
+  }
   if (amx != nullptr && acts.corr != nullptr &&
       n_tokens >= (q4 ? amx->q4_0_min_tokens : amx->q8_0_min_tokens)) {
     const int n_tiles = (n_tokens + cpu::kTileTokens - 1) / cpu::kTileTokens;

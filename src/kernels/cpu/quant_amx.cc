@@ -161,7 +161,7 @@ struct AmxScratch {
   }
   void Reserve(int64_t slots) {
     a = Aligned(&a_store, static_cast<size_t>(slots * kAmxRows * 32));
-    dw = Aligned(&dw_store, static_cast<size_t>(slots * kAmxRows));
+    dw = Aligned(&dw_store, static_cast<size_t>(slots * kAmxRows));  // 64-aligned per 16
     c = Aligned(&c_store, 1024);
   }
 };
@@ -296,17 +296,217 @@ SPECD_AMX_TARGET void AmxRowsQ4(const uint8_t* w, size_t row_bytes, int64_t n_ro
   AmxRows<BlockQ4_0>(w, row_bytes, n_rows, a, n_tokens, y, ldy);
 }
 
+// ---------------------------------------------------------------- pair mode
+// Up to 8 tokens (verify passes): tdpbssd costs the same for K = 32 and 64,
+// so one instruction takes two blocks. A row = [block b | block b + 1] (64
+// bytes); B column c = p * 8 + t is token t's block b + p, its rows 8p..8p+7
+// hold that block's 8 groups and the other 8 rows are zero. A C row then
+// holds both blocks' dots for 8 tokens, scaled in one pass: per 2 blocks one
+// tdpbssd, one tilestored and 4 vector uops per row, where the 16-token layout
+// pays that per block.
+
+TileConfig MakePairConfig() {
+  TileConfig c;
+  for (int i = 0; i < 8; ++i) {
+    c.colsb[i] = 64;  // C 16 x 16 i32; A 16 rows x 2 blocks; B 16 x (16 columns x 4)
+    c.rows[i] = 16;
+  }
+  return c;
+}
+
+// Blocks b, b + 1 (if has_b1, else zeros) of Q4_0 rows 0..15 -> 16 rows x 64
+// signed bytes (nibble - 8), 64-aligned.
+SPECD_AMX_TARGET inline void UnpackQ4Pair(const uint8_t* w, size_t row_bytes, int64_t b,
+                                          bool has_b1, int8_t* dst) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i eight = _mm512_set1_epi8(8);
+  const __m512i idx0 = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  const __m512i idx1 = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  #pragma GCC unroll 8
+  for (int r = 0; r < kAmxRows; r += 2) {
+    const uint8_t* p = w + r * row_bytes + b * sizeof(BlockQ4_0) + 2;
+    // Lanes: [row r blk b, row r blk b+1, row r+1 blk b, row r+1 blk b+1].
+    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + row_bytes)), 2);
+    if (has_b1) {
+      q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + sizeof(BlockQ4_0))), 1);
+      q = _mm512_inserti32x4(
+          q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + row_bytes + sizeof(BlockQ4_0))), 3);
+    }
+    const __m512i lo = _mm512_sub_epi8(_mm512_and_si512(q, m4), eight);
+    const __m512i hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), eight);
+    _mm512_store_si512(dst + r * 64, _mm512_permutex2var_epi64(lo, idx0, hi));
+    _mm512_store_si512(dst + (r + 1) * 64, _mm512_permutex2var_epi64(lo, idx1, hi));
+  }
+}
+
+// Blocks b, b + 1 (if has_b1, else zeros) of Q8_0 rows 0..15 -> 16 x 64 bytes.
+SPECD_AMX_TARGET inline void PackQ8Pair(const uint8_t* w, size_t row_bytes, int64_t b, bool has_b1,
+                                        int8_t* dst) {
+  #pragma GCC unroll 16
+  for (int r = 0; r < kAmxRows; ++r) {
+    const uint8_t* p = w + r * row_bytes + b * sizeof(BlockQ8_0) + 2;
+    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i q1 = has_b1 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + sizeof(BlockQ8_0)))
+                              : _mm256_setzero_si256();
+    _mm512_store_si512(dst + r * 64, _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1));
+  }
+}
+
+template <typename Block>
+SPECD_AMX_TARGET void PairGroup(const uint8_t* wg, size_t row_bytes, const PairActs& acts,
+                                int n_tokens, float* y, int64_t ldy, AmxScratch& s,
+                                bool prefetch_next) {
+  constexpr bool kQ4 = sizeof(Block) == sizeof(BlockQ4_0);
+  const int64_t nb = acts.nb;
+  const int64_t np = (nb + 1) / 2;
+  const __m512i row_offsets = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  const uint8_t* next = wg + kAmxRows * row_bytes;
+  // Pair q -> slot q % 4: A (16 x 64 bytes), scales (2 x 16 f32).
+  auto issue = [&](int64_t q) SPECD_AMX_TARGET {
+    const int64_t b = 2 * q;
+    const bool has_b1 = b + 1 < nb;
+    if (prefetch_next) {
+      #pragma GCC unroll 16
+      for (int r = 0; r < kAmxRows; ++r) {
+        const char* p = reinterpret_cast<const char*>(next + r * row_bytes + b * sizeof(Block));
+        _mm_prefetch(p, _MM_HINT_T0);
+        if constexpr (!kQ4) _mm_prefetch(p + 64, _MM_HINT_T0);
+      }
+    }
+    const int64_t slot = q & 3;
+    int8_t* a = s.a + slot * kAmxRows * 64;
+    float* dw = s.dw + slot * 2 * kAmxRows;
+    BlockScales<Block>(wg, row_offsets, b, dw);
+    if (has_b1) {
+      BlockScales<Block>(wg, row_offsets, b + 1, dw + kAmxRows);
+    } else {
+      _mm512_store_ps(dw + kAmxRows, _mm512_setzero_ps());
+    }
+    if constexpr (kQ4) {
+      UnpackQ4Pair(wg, row_bytes, b, has_b1, a);
+    } else {
+      PackQ8Pair(wg, row_bytes, b, has_b1, a);
+    }
+    CompilerBarrier();
+    const int8_t* bq = acts.qs + q * 1024;
+    switch (q & 3) {
+      case 0: Issue<0>(a, 64, bq); break;
+      case 1: Issue<1>(a, 64, bq); break;
+      case 2: Issue<2>(a, 64, bq); break;
+      default: Issue<3>(a, 64, bq); break;
+    }
+  };
+  __m512 acc[kAmxRows];
+  #pragma GCC unroll 16
+  for (int r = 0; r < kAmxRows; ++r) acc[r] = _mm512_setzero_ps();
+  constexpr int64_t kLead = 3;
+  for (int64_t q = 0; q < kLead && q < np; ++q) issue(q);
+  for (int64_t q = 0; q < np; ++q) {
+    if (q + kLead < np) issue(q + kLead);
+    int32_t* buf = s.c + (q & 3) * 256;
+    switch (q & 3) {
+      case 0: Store<0>(buf); break;
+      case 1: Store<1>(buf); break;
+      case 2: Store<2>(buf); break;
+      default: Store<3>(buf); break;
+    }
+    const float* dw = s.dw + (q & 3) * 2 * kAmxRows;
+    const __m512 dav = _mm512_loadu_ps(acts.d + q * 16);
+    #pragma GCC unroll 16
+    for (int r = 0; r < kAmxRows; ++r) {
+      const __m512 sc = _mm512_mul_ps(
+          dav, _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(dw[r]), _mm512_set1_ps(dw[kAmxRows + r])));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(buf + r * 16)), sc, acc[r]);
+    }
+  }
+  // Lane c = p * 8 + t: token t's sum over blocks of parity p.
+  alignas(64) float tmp[kAmxRows * 16];
+  #pragma GCC unroll 16
+  for (int r = 0; r < kAmxRows; ++r) _mm512_store_ps(tmp + r * 16, acc[r]);
+  for (int t = 0; t < n_tokens; ++t) {
+    float* yt = y + t * ldy;
+    for (int r = 0; r < kAmxRows; ++r) yt[r] = tmp[r * 16 + t] + tmp[r * 16 + 8 + t];
+  }
+}
+
+template <typename Block>
+SPECD_AMX_TARGET void AmxPairRows(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                  const PairActs& a, const QuantizedActs& acts, float* y,
+                                  int64_t ldy) {
+  static const TileConfig config = MakePairConfig();
+  const int64_t groups = n_rows / kAmxRows;
+  if (groups > 0) {
+    AmxScratch& s = Scratch();
+    s.Reserve(8);  // 4 slots of 16 x 64 bytes and 2 x 16 scales
+    _tile_loadconfig(&config);
+    for (int64_t g = 0; g < groups; ++g) {
+      PairGroup<Block>(w + g * kAmxRows * row_bytes, row_bytes, a, acts.n_tokens,
+                       y + g * kAmxRows, ldy, s, acts.prefetch_rows > 0 && g + 1 < groups);
+    }
+    _tile_release();
+  }
+  // Rows past the last full group: the AVX512-VNNI row kernel.
+  const int64_t done = groups * kAmxRows;
+  if (done < n_rows) {
+    const QuantKernelTable* v = QuantKernelsAvx512Vnni();
+    QuantRowsFn rest = sizeof(Block) == sizeof(BlockQ4_0) ? v->q4_0 : v->q8_0;
+    rest(w + done * row_bytes, row_bytes, n_rows - done, acts, y + done, ldy);
+  }
+}
+
+SPECD_AMX_TARGET void AmxPairRowsQ8(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                    const PairActs& a, const QuantizedActs& acts, float* y,
+                                    int64_t ldy) {
+  AmxPairRows<BlockQ8_0>(w, row_bytes, n_rows, a, acts, y, ldy);
+}
+
+SPECD_AMX_TARGET void AmxPairRowsQ4(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                    const PairActs& a, const QuantizedActs& acts, float* y,
+                                    int64_t ldy) {
+  AmxPairRows<BlockQ4_0>(w, row_bytes, n_rows, a, acts, y, ldy);
+}
+
 }  // namespace
+
+// B tiles for pair mode (see PairGroup), tokens [0, a.n_tokens <= 8).
+void BuildPairActs(const QuantizedActs& a, std::vector<int8_t>* qs, std::vector<float>* d,
+                   PairActs* out) {
+  const int64_t nb = a.nb;
+  const int64_t np = (nb + 1) / 2;
+  qs->assign(static_cast<size_t>(np * 1024), 0);
+  d->assign(static_cast<size_t>(np * 16), 0.f);
+  for (int t = 0; t < a.n_tokens && t < kPairTokens; ++t) {
+    const int8_t* src = a.qs + t * a.k;
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t q = b / 2, p = b % 2;
+      const int col = static_cast<int>(p) * 8 + t;
+      int8_t* dst = qs->data() + q * 1024;
+      for (int g = 0; g < 8; ++g) std::memcpy(dst + (p * 8 + g) * 64 + col * 4, src + b * 32 + 4 * g, 4);
+      (*d)[q * 16 + col] = a.d[t * nb + b];
+    }
+  }
+  out->nb = nb;
+  out->qs = qs->data();
+  out->d = d->data();
+}
 
 const AmxKernelTable* AmxKernels() {
   static const AmxKernelTable table = [] {
     AmxKernelTable t;
     t.q8_0 = AmxRowsQ8;
     t.q4_0 = AmxRowsQ4;
+    t.q8_0_pair = AmxPairRowsQ8;
+    t.q4_0_pair = AmxPairRowsQ4;
     t.row_align = kAmxRows;
     // Break-even against the AVX512-VNNI quad / token-lane kernels
-    // (specd generate --verify-cost 1,4,8,16 with SPECD_AMX=0 vs on, 1B
-    // shapes): a Q4_0 block costs an unpack the Q8_0 one does not.
+    // (specd generate --verify-cost 1,2,4,8,16 with SPECD_AMX=0 vs on, 1B
+    // shapes, 1 thread): a Q4_0 block costs an unpack the Q8_0 one does not,
+    // so the VNNI quad kernel keeps Q4_0 at 2-4 tokens.
+    t.q8_0_pair_min_tokens = 2;
+    t.q4_0_pair_min_tokens = 5;
     t.q8_0_min_tokens = 4;
     t.q4_0_min_tokens = 9;
     return t;
@@ -320,6 +520,7 @@ const AmxKernelTable* AmxKernels() {
 
 namespace specd::kernels::cpu {
 const AmxKernelTable* AmxKernels() { return nullptr; }
+void BuildPairActs(const QuantizedActs&, std::vector<int8_t>*, std::vector<float>*, PairActs*) {}
 }  // namespace specd::kernels::cpu
 
 #endif

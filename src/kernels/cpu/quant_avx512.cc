@@ -297,12 +297,20 @@ template <int R, int Q, typename Block>
 SPECD_AVX512_TARGET void QuadRowGroup(const uint8_t* w, size_t row_bytes, const QuadActs& a,
                                       int q0, int n_tokens, float* y, int64_t ldy, float* dwb) {
   const int64_t nb = a.nb;
+  (void)dwb;
   const Block* rows[R];
   #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-    rows[r] = reinterpret_cast<const Block*>(w + r * row_bytes);
-    RowScalesF32(rows[r], nb, dwb + r * nb);
-  }
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w + r * row_bytes);
+  // The f16 scales of R rows x 4 blocks in one gather per 4 blocks, lane
+  // 4j + r = row r, block b + j: read with the blocks (a separate pass over
+  // the rows' scales before the blocks stalled on memory twice).
+  const __m512i gidx = _mm512_add_epi32(
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3),
+                         _mm512_set1_epi32(static_cast<int>(row_bytes))),
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                         _mm512_set1_epi32(static_cast<int>(sizeof(Block)))));
+  constexpr __mmask16 kRowLanes = R >= 4 ? 0xFFFF : static_cast<__mmask16>(0x1111 * ((1u << R) - 1));
+  alignas(64) float dws[16];
   __m512 acc[R][Q];
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
@@ -317,6 +325,13 @@ SPECD_AVX512_TARGET void QuadRowGroup(const uint8_t* w, size_t row_bytes, const 
   // pass waited on the weight stream like an unprefetched decode step.
   const char* next = reinterpret_cast<const char*>(w) + a.prefetch_rows * row_bytes;
   for (int64_t b = 0; b < nb; ++b) {
+    if ((b & 3) == 0) {
+      const int64_t left = nb - b;
+      const __mmask16 blocks = left >= 4 ? 0xFFFF : static_cast<__mmask16>((1u << (4 * left)) - 1);
+      const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), kRowLanes & blocks,
+                                                      gidx, &rows[0][b], 1);
+      _mm512_store_ps(dws, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)));
+    }
     if (a.prefetch_rows > 0 && (b & 1) == 0) {
       #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) _mm_prefetch(next + r * row_bytes + b * sizeof(Block), _MM_HINT_T0);
@@ -325,7 +340,7 @@ SPECD_AVX512_TARGET void QuadRowGroup(const uint8_t* w, size_t row_bytes, const 
     for (int r = 0; r < R; ++r) {
       __m512i lo, hi;
       LoadHalvesU8(rows[r][b], &lo, &hi);
-      const __m512 dw = _mm512_set1_ps(dwb[r * nb + b]);
+      const __m512 dw = _mm512_set1_ps(dws[(b & 3) * 4 + r]);
       #pragma GCC unroll 16
       for (int q = 0; q < Q; ++q) {
         const int64_t qb = q * nb + b;

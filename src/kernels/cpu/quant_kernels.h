@@ -149,11 +149,35 @@ struct QuantKernelTable {
 // (platform::RequestAmxTileData) and the CPU must have AMX-TILE, AMX-INT8 and
 // AVX512-VNNI; rows past a multiple of row_align go to the AVX512-VNNI
 // token-lane kernel.
+// Pair layout for the AMX kernels at up to kPairTokens tokens (verify): per
+// block pair q (blocks 2q, 2q + 1), a 16 x 64-byte B tile whose column
+// c = p * 8 + t is token t's block 2q + p in rows 8p..8p+7 (other rows zero),
+// and the 16 scales d[q][c]. Padding columns and a missing last block are 0.
+constexpr int kPairTokens = 8;
+struct PairActs {
+  int64_t nb = 0;
+  const int8_t* qs = nullptr;  // (ceil(nb / 2), 16, 64)
+  const float* d = nullptr;    // (ceil(nb / 2), 16)
+};
+void BuildPairActs(const QuantizedActs& a, std::vector<int8_t>* qs, std::vector<float>* d,
+                   PairActs* out);
+// y[t * ldy + i] for i < n_rows, t < acts.n_tokens (<= kPairTokens); rows past
+// a multiple of 16 go to the AVX512-VNNI row kernel with `acts`.
+using QuantPairRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                 const PairActs& a, const QuantizedActs& acts, float* y,
+                                 int64_t ldy);
+
 struct AmxKernelTable {
   QuantTiledRowsFn q8_0 = nullptr;
   QuantTiledRowsFn q4_0 = nullptr;
+  // Up to kPairTokens tokens (pair layout).
+  QuantPairRowsFn q8_0_pair = nullptr;
+  QuantPairRowsFn q4_0_pair = nullptr;
   int row_align = 16;  // split rows across threads in multiples of this
-  // Token counts from which the tile kernels beat the AVX512-VNNI ones.
+  // Token counts from which the tile kernels beat the AVX512-VNNI ones: the
+  // pair layout up to kPairTokens, the 16-token layout above.
+  int q8_0_pair_min_tokens = 2;
+  int q4_0_pair_min_tokens = 5;
   int q8_0_min_tokens = 4;
   int q4_0_min_tokens = 9;
 };
