@@ -181,6 +181,43 @@ TEST_F(SpecTest, EagleHeadFormatErrorsNameTheTensor) {
 // distribution over many seeds must match plain sampling: a two-sample
 // chi-square test over the tokens seen, pooled below 5 expected counts,
 // at significance 0.001 (critical values from the chi-square table).
+// Quantized weights take other kernels for the multi-token verify pass than
+// for one-token decoding (the AMX tile kernels where the CPU has them, else
+// the AVX512-VNNI / AVX2 multi-token ones): greedy output must still match.
+TEST_F(SpecTest, QuantizedNgramGreedyEqualsPlainGreedy) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0}) {
+    for (bool amx : {true, false}) {
+      if (amx && !kernels::SetAmx(true)) continue;  // no AMX here: the other kernels only
+      kernels::SetAmx(amx);
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + (amx ? " amx" : " no amx"));
+      RunnerOptions ro;
+      ro.model_path = dir_.path() + "/target";
+      ro.threads = 1;
+      ro.load.quantize = dtype;
+      ro.amx = amx;
+      auto r = ModelRunner::Create(ro, comm_.get());
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      Engine engine(r->get());
+      int accepted_steps = 0;
+      for (const GenerateRequest& req : Requests()) {
+        std::vector<int32_t> plain, spec;
+        for (SpecAlgorithm algo : {SpecAlgorithm::kNone, SpecAlgorithm::kNgram}) {
+          SpecOptions so;
+          so.algorithm = algo;
+          GenerateResult res;
+          Status st = GenerateSpeculative(engine, nullptr, so, req, [](int32_t) { return true; }, &res);
+          ASSERT_TRUE(st.ok()) << st.ToString();
+          (algo == SpecAlgorithm::kNone ? plain : spec) = res.tokens;
+          for (size_t i = 1; i < res.stats.accept_hist.size(); ++i) accepted_steps += res.stats.accept_hist[i];
+        }
+        EXPECT_EQ(spec, plain);
+      }
+      EXPECT_GT(accepted_steps, 0) << "no draft token was ever accepted";
+    }
+  }
+  kernels::SetAmx(GetKernelPaths().amx_int8);
+}
+
 TEST_F(SpecTest, NgramSamplingMatchesPlainDistribution) {
   GenerateRequest req;
   req.prompt = {1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2, 3};
