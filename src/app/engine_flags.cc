@@ -28,9 +28,9 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
   sub->add_flag("--no-fuse-allreduce-norm", f->no_fuse_allreduce_norm,
                 "Run allreduce, residual add and RMSNorm as three passes (A/B baseline)");
   sub->add_option("--matmul-split", f->matmul_split,
-                  "How matmul rows are shared among threads: dynamic (chunks claimed from a "
-                  "shared counter, the default) or static (one equal range per thread; A/B "
-                  "baseline)")
+                  "How matmul rows are shared among threads: dynamic (each thread takes the "
+                  "chunks of its own range in order, then those the others have not started; "
+                  "the default) or static (one equal range per thread; A/B baseline)")
       ->check(CLI::IsMember({"dynamic", "static"}));
   sub->add_option("--pool-spin-us", f->pool_spin_us,
                   "Microseconds an idle compute thread spins before sleeping (default 50, or "

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -183,15 +184,36 @@ void ThreadPool::ParallelForDynamic(int64_t n, int64_t align,
     return;
   }
   const int64_t n_chunks = std::min<int64_t>(units, int64_t{threads} * kChunksPerThread);
+  // Thread q owns chunks [q * n_chunks / threads, (q + 1) * n_chunks / threads)
+  // and takes them in order, so on a quiet machine each thread streams one
+  // contiguous range (as a static split does: the prefetchers see one stream);
+  // a thread that runs out takes the next chunks of the others' ranges.
   // Chunk c covers units [c * units / n_chunks, (c + 1) * units / n_chunks).
-  std::atomic<int64_t> next{0};
-  Run([&](int, int) {
-    for (;;) {
-      const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
-      if (c >= n_chunks) return;
-      const int64_t begin = c * units / n_chunks * align;
-      const int64_t end = std::min(n, (c + 1) * units / n_chunks * align);
-      if (begin < end) fn(begin, end);
+  struct alignas(64) Cursor {
+    std::atomic<int64_t> next{0};
+  };
+  constexpr int kStackCursors = 16;
+  Cursor stack_cursors[kStackCursors];
+  std::unique_ptr<Cursor[]> heap_cursors;
+  Cursor* cursors = stack_cursors;
+  if (threads > kStackCursors) {
+    heap_cursors = std::make_unique<Cursor[]>(static_cast<size_t>(threads));
+    cursors = heap_cursors.get();
+  }
+  for (int q = 0; q < threads; ++q) {
+    cursors[q].next.store(q * n_chunks / threads, std::memory_order_relaxed);
+  }
+  Run([&](int tid, int) {
+    for (int k = 0; k < threads; ++k) {
+      const int q = (tid + k) % threads;
+      const int64_t q_end = (q + 1) * n_chunks / threads;
+      for (;;) {
+        const int64_t c = cursors[q].next.fetch_add(1, std::memory_order_relaxed);
+        if (c >= q_end) break;
+        const int64_t begin = c * units / n_chunks * align;
+        const int64_t end = std::min(n, (c + 1) * units / n_chunks * align);
+        if (begin < end) fn(begin, end);
+      }
     }
   });
 }

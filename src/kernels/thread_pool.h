@@ -30,12 +30,14 @@ class ThreadPool {
   // fn(begin, end) on each; returns when all have finished.
   void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
   // Splits [0, n) into about kChunksPerThread chunks per thread, each a
-  // multiple of `align` long (except the last), which threads claim in order
-  // from a shared counter until none is left; runs fn(begin, end) per chunk.
-  // A thread that starts late (woken from sleep) or is preempted takes fewer
-  // chunks instead of holding up the others, which a fixed split cannot do.
+  // multiple of `align` long (except the last); thread q owns a contiguous
+  // run of them and takes them in order, then takes the chunks left in the
+  // others' runs; runs fn(begin, end) per chunk. A thread that starts late
+  // (woken from sleep) or is preempted takes fewer chunks instead of holding
+  // up the others, which a fixed split cannot do, while on a quiet machine
+  // each thread streams one contiguous range as with a fixed split.
   // REQUIRES: align >= 1.
-  static constexpr int kChunksPerThread = 8;
+  static constexpr int kChunksPerThread = 4;
   void ParallelForDynamic(int64_t n, int64_t align,
                           const std::function<void(int64_t, int64_t)>& fn);
 
