@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/ops.h"
+
 namespace specd {
 
 Status SamplingParams::Validate() const {
@@ -74,6 +76,10 @@ void Sampler::Probs(const float* logits, int V, const SamplingParams& p,
   for (int i = 0; i < keep; ++i) (*probs)[idx[i]] = static_cast<float>(e[i] / kept);
 }
 
+int32_t GreedyToken(const float* logits, int V) {
+  return static_cast<int32_t>(kernels::Argmax(logits, V));
+}
+
 int32_t Sampler::SampleFrom(const std::vector<float>& probs) {
   double u = Uniform();
   double total = 0;
@@ -90,12 +96,7 @@ int32_t Sampler::SampleFrom(const std::vector<float>& probs) {
 }
 
 int32_t Sampler::Sample(const float* logits, int V, const SamplingParams& p) {
-  if (p.greedy()) {
-    int best = 0;
-    for (int i = 1; i < V; ++i)
-      if (logits[i] > logits[best]) best = i;
-    return best;
-  }
+  if (p.greedy()) return GreedyToken(logits, V);
   Probs(logits, V, p, &scratch_);
   return SampleFrom(scratch_);
 }

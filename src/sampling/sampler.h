@@ -27,6 +27,11 @@ struct SamplingParams {
   Status Validate() const;
 };
 
+// The greedy token: the first index of the largest logit (vectorized; the
+// plain sampler and speculative verification both call this, so they agree
+// on ties).
+int32_t GreedyToken(const float* logits, int V);
+
 class Sampler {
  public:
   explicit Sampler(uint64_t seed) : state_(seed ^ 0x9E3779B97F4A7C15ull) {}

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <map>
+#include <random>
+#include <vector>
 
 namespace specd {
 namespace {
@@ -12,6 +14,23 @@ TEST(SamplerTest, GreedyPicksFirstMaximum) {
   float logits[] = {0.1f, 2.f, -1.f, 2.f};
   Sampler s(1);
   EXPECT_EQ(s.Sample(logits, 4, SamplingParams{}), 1);
+}
+
+TEST(SamplerTest, GreedyTokenIsTheFirstMaximumAtVocabularySizes) {
+  // Against a scalar scan, on sizes around the vector width and a real
+  // vocabulary, with the maximum repeated (ties go to the lowest index).
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> small(-50, 50);
+  for (int V : {1, 2, 15, 16, 17, 33, 1000, 128256}) {
+    for (int trial = 0; trial < 5; ++trial) {
+      std::vector<float> logits(V);
+      for (float& x : logits) x = 0.25f * small(rng);
+      int want = 0;
+      for (int i = 1; i < V; ++i)
+        if (logits[i] > logits[want]) want = i;
+      ASSERT_EQ(GreedyToken(logits.data(), V), want) << "V=" << V;
+    }
+  }
 }
 
 TEST(SamplerTest, FiltersFollowTheirDefinitions) {

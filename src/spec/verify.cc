@@ -1,17 +1,6 @@
 #include "spec/verify.h"
 
 namespace specd {
-namespace {
-
-int32_t Argmax(const float* x, int n) {
-  int best = 0;
-  for (int i = 1; i < n; ++i)
-    if (x[i] > x[best]) best = i;
-  return best;
-}
-
-}  // namespace
-
 VerifyResult VerifyTree(const DraftTree& tree, const float* logits, int vocab,
                         const SamplingParams& params, Sampler* sampler) {
   VerifyResult r;
@@ -23,7 +12,7 @@ VerifyResult VerifyTree(const DraftTree& tree, const float* logits, int vocab,
     std::vector<int> children = tree.Children(node);
     int next = -1;
     if (params.greedy()) {
-      int32_t want = Argmax(row, vocab);
+      int32_t want = GreedyToken(row, vocab);
       for (int c : children)
         if (tree.tokens[c] == want) next = c;
       if (next < 0) {
