@@ -217,6 +217,45 @@ HWY_INLINE void Axpy(float alpha, const float* x, float* y, int64_t n_elems) {
   for (; i < n_elems; ++i) y[i] += alpha * x[i];
 }
 
+// out = sum_j p[j] * v[j] over K full vectors of head_dim: the same FMAs in
+// the same slot order as repeated Axpy calls (so bitwise the same result),
+// but the running sums stay in registers instead of a store -> load chain
+// through `out` per slot.
+template <int K>
+HWY_INLINE void WeightedSumRows(const float* p, const float* const* v, int n_rows, float* out) {
+  const DF d;
+  const size_t n = hn::Lanes(d);
+  hn::Vec<DF> acc[K];
+  #pragma GCC unroll 8
+  for (int i = 0; i < K; ++i) acc[i] = hn::Zero(d);
+  for (int j = 0; j < n_rows; ++j) {
+    const auto pj = hn::Set(d, p[j]);
+    #pragma GCC unroll 8
+    for (int i = 0; i < K; ++i) acc[i] = hn::MulAdd(pj, hn::LoadU(d, v[j] + i * n), acc[i]);
+  }
+  #pragma GCC unroll 8
+  for (int i = 0; i < K; ++i) hn::StoreU(acc[i], d, out + i * n);
+}
+
+// Returns false when head_dim is not 1..8 full vectors (callers fall back
+// to Axpy).
+HWY_INLINE bool WeightedSum(const float* p, const float* const* v, int n_rows, int head_dim,
+                            float* out) {
+  const int64_t n = static_cast<int64_t>(hn::Lanes(DF()));
+  if (head_dim % n != 0) return false;
+  switch (head_dim / n) {
+    case 1: WeightedSumRows<1>(p, v, n_rows, out); return true;
+    case 2: WeightedSumRows<2>(p, v, n_rows, out); return true;
+    case 3: WeightedSumRows<3>(p, v, n_rows, out); return true;
+    case 4: WeightedSumRows<4>(p, v, n_rows, out); return true;
+    case 5: WeightedSumRows<5>(p, v, n_rows, out); return true;
+    case 6: WeightedSumRows<6>(p, v, n_rows, out); return true;
+    case 7: WeightedSumRows<7>(p, v, n_rows, out); return true;
+    case 8: WeightedSumRows<8>(p, v, n_rows, out); return true;
+    default: return false;
+  }
+}
+
 void RmsNormImpl(const float* x, const float* w, int n_tokens, int dim, float eps, float* out) {
   const DF d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
@@ -382,10 +421,15 @@ void AttentionItemsImpl(const AttentionArgs& a, int64_t begin, int64_t end, int6
         ++n_vis;
       }
     }
-    std::fill(o, o + a.head_dim, 0.f);
-    if (n_vis == 0) continue;  // nothing visible: output zeros (as the reference)
+    if (n_vis == 0) {  // nothing visible: output zeros (as the reference)
+      std::fill(o, o + a.head_dim, 0.f);
+      continue;
+    }
     SoftmaxImpl(scores.data(), n_vis);
-    for (int j = 0; j < n_vis; ++j) Axpy(scores[j], values[j], o, a.head_dim);
+    if (!WeightedSum(scores.data(), values.data(), n_vis, a.head_dim, o)) {
+      std::fill(o, o + a.head_dim, 0.f);
+      for (int j = 0; j < n_vis; ++j) Axpy(scores[j], values[j], o, a.head_dim);
+    }
   }
 }
 
