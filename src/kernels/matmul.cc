@@ -102,11 +102,14 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   acts.corr = corr_offset != 0 ? s.corr.data() : nullptr;
   acts.prefetch_rows = g_prefetch.load(std::memory_order_relaxed) ? 4 : 0;
   cpu::QuantRowsFn fn = q4 ? table->q4_0 : table->q8_0;
-  if (n_tokens == 1 && q4 && table->q4_0_gemv != nullptr && acts.corr != nullptr) {
+  // Q4_0 up to 4 tokens (decode, small verify passes): 4 rows per vector,
+  // each block unpacked once for every token.
+  if (n_tokens <= cpu::kGemvMaxTokens && q4 && table->q4_0_gemv != nullptr &&
+      acts.corr != nullptr) {
     cpu::GemvActs g;
     table->build_gemv_acts(acts, &s.gemv_corr, &g);
-    RunRows(n_out, k, pool, [&](int64_t r0, int64_t r1) {
-      table->q4_0_gemv(w.row(row_begin + r0), w.row_bytes(), r1 - r0, g, acts, y + r0);
+    RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
+      table->q4_0_gemv(w.row(row_begin + r0), w.row_bytes(), r1 - r0, g, acts, y + r0, n_out);
     });
     return;
   }

@@ -410,10 +410,11 @@ SPECD_AVX512_TARGET void QuadRowsQ4(const uint8_t* w, size_t row_bytes, int64_t 
 // with the scales gathered instead of packed with scalar ops, a block costs
 // ~15% fewer vector uops (kernels_bench q4_0 8192x2048: 412-431 -> 350-355 us,
 // 1B decode 18.4 -> 19.4 tok/s at 1 thread).
+template <int T>
 SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const GemvActs& g,
-                                     float* y) {
-  const int8_t* aq = g.qs;
+                                     float* y, int64_t ldy) {
   const int64_t nb = g.nb;
+  const int64_t k = nb * 32;
   const uint8_t* r0 = w;
   const uint8_t* r1 = w + row_bytes;
   const uint8_t* r2 = w + 2 * row_bytes;
@@ -425,9 +426,13 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3),
                          _mm512_set1_epi32(rb)),
       _mm512_setr_epi32(0, 0, 0, 0, 18, 18, 18, 18, 36, 36, 36, 36, 54, 54, 54, 54));
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  // scale: lane j = f16(dw[row j, blk]) * da[blk].
-  auto step = [&](int64_t blk, __m512 scale, __m512& acc) SPECD_AVX512_TARGET {
+  // acc[t][parity of the block]: two chains per token hide the FMA latency.
+  __m512 acc[T][2];
+  #pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  // scale[t]: lane j = f16(dw[row j, blk]) * da[t, blk]. The block's weights
+  // are unpacked once for all T tokens.
+  auto step = [&](int64_t blk, const __m512* scale, int parity) SPECD_AVX512_TARGET {
     const int64_t off = blk * static_cast<int64_t>(sizeof(BlockQ4_0)) + 2;
     __m512i q = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + off)));
     q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + off)), 1);
@@ -435,10 +440,15 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
     q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r3 + off)), 3);
     const __m512i lo = _mm512_and_si512(q, m4);
     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-    __m512i i = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.corr + blk * 4)));
-    i = _mm512_dpbusd_epi32(i, lo, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + blk * 32))));
-    i = _mm512_dpbusd_epi32(i, hi, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + blk * 32 + 16))));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), scale, acc);
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const int8_t* aq = g.qs + t * k;
+      const int32_t* ac = g.corr + t * nb * 4;
+      __m512i i = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ac + blk * 4)));
+      i = _mm512_dpbusd_epi32(i, lo, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + blk * 32))));
+      i = _mm512_dpbusd_epi32(i, hi, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + blk * 32 + 16))));
+      acc[t][parity] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), scale[t], acc[t][parity]);
+    }
   };
   // Software prefetch of the next row group at the blocks being worked on,
   // once per 2 blocks (36 bytes) per row: the hardware prefetcher alone left
@@ -448,9 +458,9 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
   const char* next = reinterpret_cast<const char*>(w) + g.prefetch_rows * row_bytes;
   // Scale lanes of block j: rows 0..3 of block j, each repeated over a lane.
   const __m512i s0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  const __m512i s1 = _mm512_add_epi32(s0, _mm512_set1_epi32(4));
-  const __m512i s2 = _mm512_add_epi32(s0, _mm512_set1_epi32(8));
-  const __m512i s3 = _mm512_add_epi32(s0, _mm512_set1_epi32(12));
+  const __m512i sj[4] = {s0, _mm512_add_epi32(s0, _mm512_set1_epi32(4)),
+                         _mm512_add_epi32(s0, _mm512_set1_epi32(8)),
+                         _mm512_add_epi32(s0, _mm512_set1_epi32(12))};
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
     if (prefetch) {
@@ -464,13 +474,21 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
       }
     }
     const __m512i raw = _mm512_i32gather_epi32(gidx, r0 + b * sizeof(BlockQ4_0), 1);
-    // Lane 4j + r: f16(dw[r, b + j]) * da[b + j].
-    const __m512 da = _mm512_permutexvar_ps(s0, _mm512_castps128_ps512(_mm_loadu_ps(g.d + b)));
-    const __m512 dw = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)), da);
-    step(b, _mm512_permutexvar_ps(s0, dw), acc0);
-    step(b + 1, _mm512_permutexvar_ps(s1, dw), acc1);
-    step(b + 2, _mm512_permutexvar_ps(s2, dw), acc0);
-    step(b + 3, _mm512_permutexvar_ps(s3, dw), acc1);
+    const __m512 dw16 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+    // Lane 4j + r: f16(dw[r, b + j]) * da[t, b + j].
+    __m512 dw[T];
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      dw[t] = _mm512_mul_ps(
+          dw16, _mm512_permutexvar_ps(s0, _mm512_castps128_ps512(_mm_loadu_ps(g.d + t * nb + b))));
+    }
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      __m512 sc[T];
+      #pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) sc[t] = _mm512_permutexvar_ps(sj[j], dw[t]);
+      step(b + j, sc, j & 1);
+    }
   }
   for (; b < nb; ++b) {
     const __m128i d4 = _mm_setr_epi16(
@@ -478,31 +496,43 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
         static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r1)[b].d),
         static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r2)[b].d),
         static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r3)[b].d), 0, 0, 0, 0);
-    const __m128 dw = _mm_mul_ps(_mm_cvtph_ps(d4), _mm_set1_ps(g.d[b]));
-    step(b, _mm512_permutexvar_ps(s0, _mm512_castps128_ps512(dw)), acc0);
+    const __m128 dw4 = _mm_cvtph_ps(d4);
+    __m512 sc[T];
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m128 dw = _mm_mul_ps(dw4, _mm_set1_ps(g.d[t * nb + b]));
+      sc[t] = _mm512_permutexvar_ps(s0, _mm512_castps128_ps512(dw));
+    }
+    step(b, sc, 0);
   }
   // Lane j = row j: add its 4 dwords.
-  __m512 v = _mm512_add_ps(acc0, acc1);
-  v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
-  v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
-  alignas(64) float tmp[16];
-  _mm512_store_ps(tmp, v);
-  y[0] = tmp[0];
-  y[1] = tmp[4];
-  y[2] = tmp[8];
-  y[3] = tmp[12];
+  #pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    __m512 v = _mm512_add_ps(acc[t][0], acc[t][1]);
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+    alignas(64) float tmp[16];
+    _mm512_store_ps(tmp, v);
+    float* yt = y + t * ldy;
+    yt[0] = tmp[0];
+    yt[1] = tmp[4];
+    yt[2] = tmp[8];
+    yt[3] = tmp[12];
+  }
 }
 
 // GemvActs from token 0 of `a`: the lane corrections per block.
 SPECD_AVX512_TARGET void BuildGemvActsAvx512(const QuantizedActs& a, std::vector<int32_t>* corr,
                                              GemvActs* out) {
   const int64_t nb = a.nb;
-  corr->resize(static_cast<size_t>(nb * 4));
-  for (int64_t b = 0; b < nb; ++b) {
+  const int64_t n = static_cast<int64_t>(a.n_tokens) * nb;
+  corr->resize(static_cast<size_t>(n * 4));
+  for (int64_t b = 0; b < n; ++b) {
     const __m128i c = _mm_add_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.corr + b * 8)),
                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.corr + b * 8 + 4)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(corr->data() + b * 4), c);
   }
+  out->n_tokens = a.n_tokens;
   out->nb = nb;
   out->qs = a.qs;
   out->corr = corr->data();
@@ -510,11 +540,23 @@ SPECD_AVX512_TARGET void BuildGemvActsAvx512(const QuantizedActs& a, std::vector
   out->prefetch_rows = a.prefetch_rows;
 }
 
+template <int T>
+SPECD_AVX512_TARGET void GemvQ4Rows(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                    const GemvActs& g, float* y, int64_t ldy) {
+  for (int64_t r = 0; r + 4 <= n_rows; r += 4) GemvQ4Group<T>(w + r * row_bytes, row_bytes, g, y + r, ldy);
+}
+
 SPECD_AVX512_TARGET void GemvQ4(const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                                const GemvActs& g, const QuantizedActs& a, float* y) {
-  int64_t r = 0;
-  for (; r + 4 <= n_rows; r += 4) GemvQ4Group(w + r * row_bytes, row_bytes, g, y + r);
-  if (r < n_rows) Rows<BlockQ4_0>(w + r * row_bytes, row_bytes, n_rows - r, a, y + r, 1);
+                                const GemvActs& g, const QuantizedActs& a, float* y,
+                                int64_t ldy) {
+  switch (g.n_tokens) {
+    case 1: GemvQ4Rows<1>(w, row_bytes, n_rows, g, y, ldy); break;
+    case 2: GemvQ4Rows<2>(w, row_bytes, n_rows, g, y, ldy); break;
+    case 3: GemvQ4Rows<3>(w, row_bytes, n_rows, g, y, ldy); break;
+    default: GemvQ4Rows<4>(w, row_bytes, n_rows, g, y, ldy); break;
+  }
+  const int64_t r = n_rows / 4 * 4;
+  if (r < n_rows) Rows<BlockQ4_0>(w + r * row_bytes, row_bytes, n_rows - r, a, y + r, ldy);
 }
 
 }  // namespace

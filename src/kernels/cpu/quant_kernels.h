@@ -108,20 +108,26 @@ using QuantQuadRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_r
 // lanes, so one vpdpbusd per half advances 4 rows and lane j's 4 dwords are
 // partial sums of row j; the per-block f32 scaling is paid once per 4 rows.
 // The scales of 4 rows x 4 blocks come in one gather.
+// Up to kGemvMaxTokens tokens share each unpacked weight vector (small verify
+// passes): 1B Q4_0 at 1 thread, a forward over 2 / 3 / 4 tokens 75-76 / 77-78 /
+// 79-80 ms on the quad kernel, 58 / 65 / 72-74 ms here (decode step 50 ms).
+constexpr int kGemvMaxTokens = 4;
 struct GemvActs {
+  int n_tokens = 1;               // 1..kGemvMaxTokens
   int64_t nb = 0;
-  const int8_t* qs = nullptr;     // (nb, 32): token 0 of QuantizedActs.qs
-  const int32_t* corr = nullptr;  // (nb, 4): dword i is corr[i] + corr[i + 4]
-  const float* d = nullptr;       // (nb)
+  const int8_t* qs = nullptr;     // (n_tokens, nb, 32): QuantizedActs.qs
+  const int32_t* corr = nullptr;  // (n_tokens, nb, 4): dword i is corr[i] + corr[i + 4]
+  const float* d = nullptr;       // (n_tokens, nb): QuantizedActs.d
   int prefetch_rows = 0;          // as QuantizedActs::prefetch_rows (0 or 4)
 };
-// Rearranges token 0 of `a` (a.corr must be set); storage sized by the callee.
+// The corrections of every token of `a` (a.corr must be set); storage sized
+// by the callee.
 using BuildGemvActsFn = void (*)(const QuantizedActs& a, std::vector<int32_t>* corr,
                                  GemvActs* out);
-// y[i] for i < n_rows: token 0 of `a` (rows past the last multiple of 4 go
-// through the row kernel with `a`).
+// y[t * ldy + i] for i < n_rows, t < g.n_tokens (rows past the last multiple
+// of 4 go through the row kernel with `a`).
 using QuantGemvFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows,
-                             const GemvActs& g, const QuantizedActs& a, float* y);
+                             const GemvActs& g, const QuantizedActs& a, float* y, int64_t ldy);
 
 struct QuantKernelTable {
   QuantizeRowFn quantize = nullptr;
