@@ -70,15 +70,24 @@ SPECD_AMX_TARGET inline void BlockScales(const uint8_t* w, __m512i row_offsets, 
   _mm512_store_ps(out, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)));
 }
 
+// Four 16-byte Q4_0 quant groups in the lanes of q -> signed bytes (nibble -
+// 8) in element order: [lo 0 | hi 0 | lo 1 | hi 1] to dst0 and [lo 2 | hi 2 |
+// lo 3 | hi 3] to dst1 (64 bytes each, 64-aligned).
+SPECD_AMX_TARGET inline void SplitNibbles(__m512i q, int8_t* dst0, int8_t* dst1) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i eight = _mm512_set1_epi8(8);
+  const __m512i idx0 = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  const __m512i idx1 = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  const __m512i lo = _mm512_sub_epi8(_mm512_and_si512(q, m4), eight);
+  const __m512i hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), eight);
+  _mm512_store_si512(dst0, _mm512_permutex2var_epi64(lo, idx0, hi));
+  _mm512_store_si512(dst1, _mm512_permutex2var_epi64(lo, idx1, hi));
+}
+
 // Block b of Q4_0 rows r0..r0+15 -> 16 rows x 32 signed bytes (nibble - 8)
 // in element order, 64-aligned.
 SPECD_AMX_TARGET inline void UnpackQ4Block(const uint8_t* w, size_t row_bytes, int64_t b,
                                            int8_t* dst) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i eight = _mm512_set1_epi8(8);
-  // [lo r | hi r | lo r+1 | hi r+1] and the same for rows r+2, r+3.
-  const __m512i idx01 = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
-  const __m512i idx23 = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
   #pragma GCC unroll 4
   for (int r = 0; r < kAmxRows; r += 4) {
     const uint8_t* p = w + r * row_bytes + b * sizeof(BlockQ4_0) + 2;
@@ -86,10 +95,7 @@ SPECD_AMX_TARGET inline void UnpackQ4Block(const uint8_t* w, size_t row_bytes, i
     q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + row_bytes)), 1);
     q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * row_bytes)), 2);
     q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 3 * row_bytes)), 3);
-    const __m512i lo = _mm512_sub_epi8(_mm512_and_si512(q, m4), eight);
-    const __m512i hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), eight);
-    _mm512_store_si512(dst + r * 32, _mm512_permutex2var_epi64(lo, idx01, hi));
-    _mm512_store_si512(dst + r * 32 + 64, _mm512_permutex2var_epi64(lo, idx23, hi));
+    SplitNibbles(q, dst + r * 32, dst + r * 32 + 64);
   }
 }
 
@@ -132,6 +138,26 @@ SPECD_AMX_TARGET inline void Store(int32_t* buf) {
     _tile_stored(2, buf, 64);
   } else {
     _tile_stored(3, buf, 64);
+  }
+}
+
+// Issue / Store for C tile i % 4 (the tile number must be a literal).
+SPECD_AMX_TARGET inline void IssueSlot(int64_t i, const int8_t* a, int64_t a_stride,
+                                       const int8_t* b) {
+  switch (i & 3) {
+    case 0: Issue<0>(a, a_stride, b); break;
+    case 1: Issue<1>(a, a_stride, b); break;
+    case 2: Issue<2>(a, a_stride, b); break;
+    default: Issue<3>(a, a_stride, b); break;
+  }
+}
+
+SPECD_AMX_TARGET inline void StoreSlot(int64_t i, int32_t* buf) {
+  switch (i & 3) {
+    case 0: Store<0>(buf); break;
+    case 1: Store<1>(buf); break;
+    case 2: Store<2>(buf); break;
+    default: Store<3>(buf); break;
   }
 }
 
@@ -227,13 +253,7 @@ SPECD_AMX_TARGET void Group(const uint8_t* wg, size_t row_bytes, const TiledActs
         a = reinterpret_cast<const int8_t*>(wg + b * sizeof(BlockQ8_0) + 2);
         a_stride = static_cast<int64_t>(row_bytes);
       }
-      const int8_t* bb = bq + b * 512;
-      switch (b & 3) {
-        case 0: Issue<0>(a, a_stride, bb); break;
-        case 1: Issue<1>(a, a_stride, bb); break;
-        case 2: Issue<2>(a, a_stride, bb); break;
-        default: Issue<3>(a, a_stride, bb); break;
-      }
+      IssueSlot(b, a, a_stride, bq + b * 512);
     };
     constexpr int64_t kLead = 3;
     for (int64_t b = 0; b < kLead && b < nb; ++b) issue(b);
@@ -241,12 +261,7 @@ SPECD_AMX_TARGET void Group(const uint8_t* wg, size_t row_bytes, const TiledActs
       // Block b + 3 reuses block b - 1's C tile and slot, both done with.
       if (b + kLead < nb) issue(b + kLead);
       int32_t* buf = s.c + (b & 3) * 256;
-      switch (b & 3) {
-        case 0: Store<0>(buf); break;
-        case 1: Store<1>(buf); break;
-        case 2: Store<2>(buf); break;
-        default: Store<3>(buf); break;
-      }
+      StoreSlot(b, buf);
       Scale(buf, s.dw + (b & slot_mask) * kAmxRows, ad + b * 16, acc);
     }
     const int t0 = tile * 16;
@@ -318,10 +333,6 @@ TileConfig MakePairConfig() {
 // signed bytes (nibble - 8), 64-aligned.
 SPECD_AMX_TARGET inline void UnpackQ4Pair(const uint8_t* w, size_t row_bytes, int64_t b,
                                           bool has_b1, int8_t* dst) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i eight = _mm512_set1_epi8(8);
-  const __m512i idx0 = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
-  const __m512i idx1 = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
   #pragma GCC unroll 8
   for (int r = 0; r < kAmxRows; r += 2) {
     const uint8_t* p = w + r * row_bytes + b * sizeof(BlockQ4_0) + 2;
@@ -333,10 +344,7 @@ SPECD_AMX_TARGET inline void UnpackQ4Pair(const uint8_t* w, size_t row_bytes, in
       q = _mm512_inserti32x4(
           q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + row_bytes + sizeof(BlockQ4_0))), 3);
     }
-    const __m512i lo = _mm512_sub_epi8(_mm512_and_si512(q, m4), eight);
-    const __m512i hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), eight);
-    _mm512_store_si512(dst + r * 64, _mm512_permutex2var_epi64(lo, idx0, hi));
-    _mm512_store_si512(dst + (r + 1) * 64, _mm512_permutex2var_epi64(lo, idx1, hi));
+    SplitNibbles(q, dst + r * 64, dst + (r + 1) * 64);
   }
 }
 
@@ -391,13 +399,7 @@ SPECD_AMX_TARGET void PairGroup(const uint8_t* wg, size_t row_bytes, const PairA
       PackQ8Pair(wg, row_bytes, b, has_b1, a);
     }
     CompilerBarrier();
-    const int8_t* bq = acts.qs + q * 1024;
-    switch (q & 3) {
-      case 0: Issue<0>(a, 64, bq); break;
-      case 1: Issue<1>(a, 64, bq); break;
-      case 2: Issue<2>(a, 64, bq); break;
-      default: Issue<3>(a, 64, bq); break;
-    }
+    IssueSlot(q, a, 64, acts.qs + q * 1024);
   };
   __m512 acc[kAmxRows];
   #pragma GCC unroll 16
@@ -407,12 +409,7 @@ SPECD_AMX_TARGET void PairGroup(const uint8_t* wg, size_t row_bytes, const PairA
   for (int64_t q = 0; q < np; ++q) {
     if (q + kLead < np) issue(q + kLead);
     int32_t* buf = s.c + (q & 3) * 256;
-    switch (q & 3) {
-      case 0: Store<0>(buf); break;
-      case 1: Store<1>(buf); break;
-      case 2: Store<2>(buf); break;
-      default: Store<3>(buf); break;
-    }
+    StoreSlot(q, buf);
     const float* dw = s.dw + (q & 3) * 2 * kAmxRows;
     const __m512 dav = _mm512_loadu_ps(acts.d + q * 16);
     #pragma GCC unroll 16
