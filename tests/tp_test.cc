@@ -133,7 +133,9 @@ TEST_F(TpTest, SigintOrSigtermToSupervisorStopsEveryRank) {
   const int shm_before = ShmEntries();
   for (int sig : {SIGINT, SIGTERM}) {
     SCOPED_TRACE(sig == SIGINT ? "SIGINT" : "SIGTERM");
-    const std::string log = dir_.path() + "/signal.log";
+    // One log per signal: with a shared name the wait below could see the
+    // previous run's "ranks ready" before the new child truncated the file.
+    const std::string log = dir_.path() + "/signal-" + std::to_string(sig) + ".log";
     // A generation far longer than the test: 2000 tokens with a 1000-token prompt.
     std::string ids = "1";
     for (int i = 0; i < 999; ++i) ids += "," + std::to_string(3 + i % 200);
