@@ -40,8 +40,9 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
   sub->add_flag("--no-prefetch", f->no_prefetch,
                 "Do not prefetch weight rows in software in the decode kernels (A/B baseline)");
   sub->add_flag("--no-amx", f->no_amx,
-                "Do not use AMX-INT8 tiles for Q8_0/Q4_0 matmuls of many tokens (prefill, "
-                "verify); they then run on AVX512-VNNI (A/B baseline; also SPECD_AMX=0)");
+                "Do not use AMX tiles for Q8_0/Q4_0/BF16 matmuls of many tokens (prefill, "
+                "verify); they then run on AVX512-VNNI / AVX512-BF16 (A/B baseline; also "
+                "SPECD_AMX=0)");
 }
 
 void AddSpecFlags(CLI::App* sub, SpecFlags* f) {

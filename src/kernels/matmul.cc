@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/logging.h"
+#include "kernels/cpu/bf16_amx.h"
 #include "kernels/cpu/bf16_avx512.h"
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/quant_kernels.h"
@@ -30,6 +31,7 @@ struct ActScratch {
   std::vector<float> d;
   std::vector<int32_t> corr;
   std::vector<uint16_t> bf16;
+  std::vector<uint16_t> bf16_tiled;
   std::vector<int8_t> tiled_qs;
   std::vector<int32_t> tiled_corr;
   std::vector<float> tiled_d;
@@ -185,6 +187,11 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   });
 }
 
+// From this many tokens a BF16 matmul goes to the AMX-BF16 tile kernel when
+// AMX is on and the CPU has AMX-BF16 (same bf16-rounded activations as the
+// AVX512-BF16 path).
+constexpr int kAmxBf16MinTokens = 4;
+
 void Bf16MatMulAvx512(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
                       int n_tokens, float* y, ThreadPool* pool) {
   const int64_t k = w.cols();
@@ -193,6 +200,20 @@ void Bf16MatMulAvx512(const TensorView& w, int64_t row_begin, int64_t n_out, con
   s.bf16.resize(static_cast<size_t>(n_tokens * ldx));
   for (int t = 0; t < n_tokens; ++t) {
     cpu::ConvertToBF16Avx512(x + t * k, k, ldx, s.bf16.data() + t * ldx);
+  }
+  if (n_tokens >= kAmxBf16MinTokens && k % 32 == 0 && AmxActive() && GetCpuFeatures().amx_bf16 &&
+      cpu::HaveBf16Amx()) {
+    cpu::Bf16TiledActs tiled;
+    cpu::BuildBf16TiledActs(s.bf16.data(), ldx, n_tokens, k, &s.bf16_tiled, &tiled);
+    const bool prefetch = g_prefetch.load(std::memory_order_relaxed);
+    RunRows(
+        n_out, k * n_tokens, pool,
+        [&](int64_t r0, int64_t r1) {
+          cpu::AmxBf16Rows(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, tiled, s.bf16.data(),
+                           ldx, n_tokens, y + r0, n_out, prefetch);
+        },
+        16);
+    return;
   }
   RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
     cpu::MatRowsBF16Avx512(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, s.bf16.data(), ldx,

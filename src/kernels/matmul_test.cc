@@ -290,6 +290,52 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, FloatMatMulTest,
                            return std::string(DTypeName(info.param));
                          });
 
+TEST(Bf16AmxMatMulTest, MatchesReferenceAndTheAvx512Bf16Path) {
+  if (!SetBf16Path(Bf16DotPath::kAvx512Bf16)) {
+    GTEST_SKIP() << "not supported: this CPU lacks avx512_bf16";
+  }
+  if (!GetCpuFeatures().amx_bf16 || !SetAmx(true)) {
+    SetBf16Path(GetKernelPaths().bf16);
+    GTEST_SKIP() << "not supported: AMX-BF16 unavailable (" << GetKernelPaths().amx_reason
+                 << "; flags: " << GetCpuFeatures().FlagString() << ")";
+  }
+  ThreadPool pool(3);
+  // cols: multiples of 32 take the tile kernel; 77 falls back. rows: 16-row
+  // groups and rests; tokens: from the tile threshold (4) up, partial tiles.
+  for (int64_t cols : {32, 96, 77, 2048}) {
+    for (int64_t rows : {1, 16, 31, 50}) {
+      Weights w = MakeWeights(DType::kBF16, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
+      for (int n_tokens : {4, 7, 16, 33}) {
+        SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
+                     " n_tokens=" + std::to_string(n_tokens));
+        std::vector<float> x = MakeActs(n_tokens, cols, static_cast<uint32_t>(n_tokens + 3 * cols));
+        std::vector<float> y(n_tokens * rows), y_pool(n_tokens * rows), y_vec(n_tokens * rows),
+            y_ref(n_tokens * rows);
+        ASSERT_TRUE(SetAmx(true));
+        MatMul(w.view, x.data(), n_tokens, y.data(), nullptr);
+        MatMul(w.view, x.data(), n_tokens, y_pool.data(), &pool);
+        ASSERT_TRUE(SetAmx(false));
+        MatMul(w.view, x.data(), n_tokens, y_vec.data(), nullptr);
+        ref::MatMul(w.view, x.data(), n_tokens, y_ref.data());
+        for (int t = 0; t < n_tokens; ++t) {
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t i = t * rows + r;
+            const double s = AbsDot(w, x, cols, r, t);
+            // The same bf16 products as vdpbf16ps, summed in another order.
+            ASSERT_NEAR(y[i], y_vec[i], 1e-5 * s + 1e-30) << "t=" << t << " r=" << r;
+            // Activations rounded to bf16, as on the AVX512-BF16 path.
+            ASSERT_NEAR(y[i], y_ref[i], std::ldexp(1.0, -8) * s + 1e-5 * s + 1e-30)
+                << "t=" << t << " r=" << r;
+            ASSERT_EQ(y[i], y_pool[i]) << "t=" << t << " r=" << r;
+          }
+        }
+      }
+    }
+  }
+  SetAmx(GetKernelPaths().amx_int8);
+  SetBf16Path(GetKernelPaths().bf16);
+}
+
 TEST(Bf16Avx512MatMulTest, MatchesReference) {
   if (!SetBf16Path(Bf16DotPath::kAvx512Bf16)) {
     GTEST_SKIP() << "not supported: this CPU lacks avx512_bf16";

@@ -397,6 +397,13 @@ std::string DescribeKernelPaths() {
   s += "  q8_0/q4_0 multi-token matmul: " +
        std::string(p.amx_int8 ? "amx-int8" : QuantDotIsaName(p.quant_dot)) + " (" +
        p.amx_reason + ")\n";
+  const bool amx_bf16 = p.amx_int8 && GetCpuFeatures().amx_bf16 && p.bf16 == Bf16DotPath::kAvx512Bf16;
+  s += "  bf16 multi-token matmul: " +
+       std::string(amx_bf16 ? "amx-bf16 (AMX-BF16 present: tdpbf16ps, same bf16 activations)"
+                            : (p.bf16 == Bf16DotPath::kAvx512Bf16 ? "avx512bf16" : "highway") +
+                                  std::string(" (") +
+                                  (p.amx_int8 ? "no AMX-BF16" : p.amx_reason) + ")") +
+       "\n";
   s += "  f32/f16 matmul, norms, rope, softmax, attention: highway-" + p.float_target + " (" +
        p.float_reason + ")\n";
   return s;

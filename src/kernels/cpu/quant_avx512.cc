@@ -95,7 +95,8 @@ SPECD_AVX512_TARGET void RowTile(const Block* row, const QuantizedActs& a, int t
       __m512i init = _mm512_loadu_si512(ac[t] + b * 8);
       __m512i av = _mm512_loadu_si512(aq[t] + b * 32);
       __m512i idot = _mm512_dpbusd_epi32(init, wu, av);
-      __m128 da = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(ad[t] + b)));
+      // (da_b, da_b+1): one unaligned 8-byte load.
+      __m128 da = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ad[t] + b)));
       __m512 s = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(dw, da)));
       acc[t][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(idot), s, acc[t][p]);
     }
