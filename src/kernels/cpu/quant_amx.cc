@@ -1,18 +1,22 @@
 // AMX-INT8 kernels for Q8_0 / Q4_0 matmuls of many tokens (prefill, verify
-// passes): the tile unit multiplies 16 weight rows by 16 tokens over one
-// 32-element block per instruction (tdpbssd: signed x signed bytes, exact i32
-// sums), and AVX-512 applies the block scales f16(dw) * da in f32.
+// passes): the tile unit multiplies 16 weight rows by up to 16 token columns
+// (tdpbssd: signed x signed bytes, exact i32 sums), and AVX-512 applies the
+// block scales f16(dw) * da in f32.
 //
-// Tiles (palette 1), several blocks in flight (see Issue):
-//   tmm0-3  C  16 rows x 16 tokens i32
-//   tmm4-5  A  16 weight rows x 32 bytes (one block, signed)
-//   tmm6-7  B  8 x 64 bytes: the TiledActs block (8 groups of 4 elements x
-//              16 tokens), which is already the VNNI layout B needs.
-// Q8_0 rows are loaded straight from the GGUF blocks (stride = row bytes);
-// Q4_0 rows are unpacked once per 16-row group to signed bytes (nibble - 8).
+// Two layouts, four C tiles (tmm0-3) keeping several blocks in flight (see
+// Issue), A in tmm4-5, B in tmm6-7:
+//   16-token tiles (9+ tokens): A = 16 rows x one block (32 bytes), B = the
+//     TiledActs block (8 groups of 4 elements x 16 tokens, already the VNNI
+//     layout B needs), C = 16 rows x 16 tokens;
+//   pair layout (2-8 tokens, PairGroup): A = 16 rows x two blocks (64 bytes),
+//     B = 16 x 64 bytes with token t's block b + p in column p * 8 + t.
+// Q8_0 rows are read straight from the GGUF blocks (stride = row bytes; the
+// pair layout copies two blocks per row side by side); Q4_0 rows are unpacked
+// to signed bytes (nibble - 8) into a small buffer first.
 //
 // Results equal the quantized reference up to f32 rounding: each block's i32
-// dot is exact, and the blocks are added in order, as in the row kernels.
+// dot is exact; only the order in which the f32 block terms are added differs
+// (in order in the 16-token layout, even and odd blocks apart in the pair one).
 #include <cstring>
 #include <vector>
 
