@@ -16,7 +16,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -299,7 +301,10 @@ Status RunBench(const BenchFlags& f) {
 }  // namespace
 
 void AddBenchCommand(CLI::App& root, int* exit_code) {
-  auto* f = new BenchFlags();  // lives as long as the CLI
+  // Owned for the whole process: the CLI's callbacks keep the pointer (and
+  // bench's flag check adds a command per configuration).
+  static std::vector<std::unique_ptr<BenchFlags>> owned;
+  auto* f = owned.emplace_back(std::make_unique<BenchFlags>()).get();
   auto* sub = root.add_subcommand(
       "bench",
       "A/B benchmark of engine configurations: the same workload under each configuration,\n"

@@ -3,17 +3,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/dispatch.h"
 #include "app/commands.h"
 #include "app/engine_flags.h"
 #include "app/rank_launch.h"
 #include "base/clock.h"
 #include "base/logging.h"
+#include "kernels/dispatch.h"
 #include "runtime/generate.h"
 #include "runtime/spec_generate.h"
 #include "tokenizer/tokenizer.h"
@@ -288,7 +290,10 @@ nlohmann::json ProfileJson(const OpProfile& p) {
 }
 
 void AddGenerateCommand(CLI::App& root, int* exit_code) {
-  auto* f = new GenerateFlags();  // lives as long as the CLI
+  // Owned for the whole process: the CLI's callbacks keep the pointer (and
+  // bench's flag check adds a command per configuration).
+  static std::vector<std::unique_ptr<GenerateFlags>> owned;
+  auto* f = owned.emplace_back(std::make_unique<GenerateFlags>()).get();
   auto* sub = root.add_subcommand("generate", "Generate text from a prompt");
   AddEngineFlags(sub, &f->engine);
   auto* p = sub->add_option("-p,--prompt", f->prompt, "Prompt text (tokenized with the model's tokenizer)");

@@ -5,6 +5,8 @@
 // descriptors (app/rank_launch.h).
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
+#include <vector>
 
 #include "app/commands.h"
 #include "app/engine_flags.h"
@@ -100,7 +102,10 @@ int RunServe(ServeFlags& f) {
 }  // namespace
 
 void AddServeCommand(CLI::App& root, int* exit_code) {
-  auto* f = new ServeFlags();  // lives as long as the CLI
+  // Owned for the whole process: the CLI's callbacks keep the pointer (and
+  // bench's flag check adds a command per configuration).
+  static std::vector<std::unique_ptr<ServeFlags>> owned;
+  auto* f = owned.emplace_back(std::make_unique<ServeFlags>()).get();
   auto* sub = root.add_subcommand("serve", "OpenAI-compatible HTTP server (continuous batching)");
   AddEngineFlags(sub, &f->engine);
   AddSpecFlags(sub, &f->spec);

@@ -33,6 +33,10 @@ const std::string& TinyModelPath() {
 class HttpServerTest : public ::testing::Test {
  protected:
   void StartServer(ServerOptions o, bool attach = true) {
+    // A restart: the old server and engine go before the runner they use.
+    server_.reset();
+    engine_.reset();
+    runner_.reset();
     RunnerOptions ro;
     ro.model_path = TinyModelPath();
     ro.threads = 2;
