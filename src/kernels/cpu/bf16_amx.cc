@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/amx_tile_config.h"
 #include "kernels/cpu/bf16_amx.h"
 #include "kernels/cpu/bf16_avx512.h"
 
@@ -28,20 +29,9 @@ namespace {
 
 constexpr int kRows = 16;
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-TileConfig MakeConfig() {
-  TileConfig c;
-  for (int i = 0; i < 8; ++i) {
-    c.colsb[i] = 64;
-    c.rows[i] = 16;
-  }
+AmxTileConfig MakeConfig() {
+  AmxTileConfig c;
+  for (int i = 0; i < 8; ++i) c.Tile(i, 16, 64);
   return c;
 }
 
@@ -140,7 +130,7 @@ SPECD_AMX_BF16_TARGET void AmxBf16Rows(const uint8_t* w, size_t row_bytes, int64
                                        int64_t k, const Bf16TiledActs& a, const uint16_t* xb,
                                        int64_t ldx, int n_tokens, float* y, int64_t ldy,
                                        bool prefetch) {
-  static const TileConfig config = MakeConfig();
+  static const AmxTileConfig config = MakeConfig();
   const int64_t groups = n_rows / kRows;
   if (groups > 0) {
     thread_local std::vector<float> store;

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/amx_tile_config.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "tensor/dtype.h"
 
@@ -38,25 +39,12 @@ namespace {
 
 constexpr int kAmxRows = 16;
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-TileConfig MakeConfig() {
-  TileConfig c;
-  for (int i = 0; i < 4; ++i) {
-    c.colsb[i] = 64;  // C: 16 x 16 i32
-    c.rows[i] = 16;
-  }
+AmxTileConfig MakeConfig() {
+  AmxTileConfig c;
+  for (int i = 0; i < 4; ++i) c.Tile(i, 16, 64);  // C: 16 x 16 i32
   for (int i = 0; i < 2; ++i) {
-    c.colsb[4 + i] = 32;  // A: 16 rows x one block
-    c.rows[4 + i] = 16;
-    c.colsb[6 + i] = 64;  // B: 8 groups x 16 tokens x 4 bytes
-    c.rows[6 + i] = 8;
+    c.Tile(4 + i, 16, 32);  // A: 16 rows x one block
+    c.Tile(6 + i, 8, 64);   // B: 8 groups x 16 tokens x 4 bytes
   }
   return c;
 }
@@ -284,7 +272,7 @@ SPECD_AMX_TARGET void Group(const uint8_t* wg, size_t row_bytes, const TiledActs
 template <typename Block>
 SPECD_AMX_TARGET void AmxRows(const uint8_t* w, size_t row_bytes, int64_t n_rows,
                               const TiledActs& a, int n_tokens, float* y, int64_t ldy) {
-  static const TileConfig config = MakeConfig();
+  static const AmxTileConfig config = MakeConfig();
   const int64_t groups = n_rows / kAmxRows;
   if (groups > 0) {
     AmxScratch& s = Scratch();
@@ -324,12 +312,10 @@ SPECD_AMX_TARGET void AmxRowsQ4(const uint8_t* w, size_t row_bytes, int64_t n_ro
 // tdpbssd, one tilestored and 4 vector uops per row, where the 16-token layout
 // pays that per block.
 
-TileConfig MakePairConfig() {
-  TileConfig c;
-  for (int i = 0; i < 8; ++i) {
-    c.colsb[i] = 64;  // C 16 x 16 i32; A 16 rows x 2 blocks; B 16 x (16 columns x 4)
-    c.rows[i] = 16;
-  }
+AmxTileConfig MakePairConfig() {
+  AmxTileConfig c;
+  // C 16 x 16 i32; A 16 rows x 2 blocks; B 16 x (16 columns x 4 bytes).
+  for (int i = 0; i < 8; ++i) c.Tile(i, 16, 64);
   return c;
 }
 
@@ -437,7 +423,7 @@ template <typename Block>
 SPECD_AMX_TARGET void AmxPairRows(const uint8_t* w, size_t row_bytes, int64_t n_rows,
                                   const PairActs& a, const QuantizedActs& acts, float* y,
                                   int64_t ldy) {
-  static const TileConfig config = MakePairConfig();
+  static const AmxTileConfig config = MakePairConfig();
   const int64_t groups = n_rows / kAmxRows;
   if (groups > 0) {
     AmxScratch& s = Scratch();
