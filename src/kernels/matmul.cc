@@ -52,7 +52,6 @@ std::atomic<bool> g_prefetch{true};
 // Row chunks are multiples of 4 rows: the multi-row kernels work on groups of 4.
 constexpr int64_t kRowAlign = 4;
 
-
 void RunRows(int64_t n_out, int64_t macs_per_row, ThreadPool* pool,
              const std::function<void(int64_t, int64_t)>& body, int64_t align = kRowAlign) {
   if (pool == nullptr || pool->size() == 1 || n_out * macs_per_row < kMinParallelMacs) {
@@ -212,7 +211,7 @@ void Bf16MatMulAvx512(const TensorView& w, int64_t row_begin, int64_t n_out, con
           cpu::AmxBf16Rows(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, tiled, s.bf16.data(),
                            ldx, n_tokens, y + r0, n_out, prefetch);
         },
-        16);
+        cpu::kBf16AmxRows);
     return;
   }
   RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {

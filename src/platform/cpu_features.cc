@@ -326,6 +326,10 @@ KernelPaths ChooseKernelPaths(const CpuFeatures& cpu, std::string_view forced,
 
   // AMX-INT8: the tile kernels scale with AVX-512, so they ride on the
   // avx512vnni path.
+  if (!amx_env.empty() && amx_env != "0" && amx_env != "1" && warning != nullptr) {
+    if (!warning->empty()) *warning += "; ";
+    *warning += "SPECD_AMX='" + std::string(amx_env) + "' is not 0 or 1: ignored";
+  }
   if (amx_env == "0") {
     p.amx_reason = "disabled by SPECD_AMX=0";
   } else if (!cpu.amx_tile || !cpu.amx_int8) {

@@ -93,7 +93,8 @@ struct KernelPaths {
 };
 
 // Chooses paths for `cpu`, honouring `forced` (the value of SPECD_KERNEL_ISA,
-// empty for none) and `amx_env` (the value of SPECD_AMX: "0" turns AMX off).
+// empty for none) and `amx_env` (the value of SPECD_AMX: "0" turns AMX off;
+// other values than "0" / "1" are ignored with a warning).
 // A forced path the CPU lacks, or an unknown value, is ignored with a warning
 // appended to `warning` (when non-null). Pure: the AMX permission is asked
 // for by GetKernelPaths.

@@ -96,6 +96,11 @@ TEST(KernelPathsTest, AmxNeedsTilesAndTheAvx512VnniPath) {
   EXPECT_FALSE(p.amx_int8);
   EXPECT_EQ(p.amx_reason, "disabled by SPECD_AMX=0");
   EXPECT_TRUE(warning.empty()) << warning;
+
+  // A value that is neither 0 nor 1 is named in the warning and changes nothing.
+  p = ChooseKernelPaths(WithAmx(Avx512VnniBf16()), "", &warning, "off");
+  EXPECT_TRUE(p.amx_int8);
+  EXPECT_NE(warning.find("SPECD_AMX='off' is not 0 or 1"), std::string::npos) << warning;
 }
 
 TEST(KernelPathsTest, ProcessChoiceHoldsTheTilePermission) {

@@ -27,7 +27,7 @@ namespace {
 #define SPECD_AMX_BF16_TARGET \
   __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx2,fma")))
 
-constexpr int kRows = 16;
+constexpr int kRows = kBf16AmxRows;
 
 AmxTileConfig MakeConfig() {
   AmxTileConfig c;

@@ -18,6 +18,9 @@ struct Bf16TiledActs {
   const uint16_t* x = nullptr;   // (n_tiles, n_chunks, 16, 16, 2)
 };
 
+// Weight rows per tile group: split rows across threads in multiples of this.
+constexpr int kBf16AmxRows = 16;
+
 // True when this build has the path (x86-64); the caller checks the CPU.
 bool HaveBf16Amx();
 // From bf16 activations xb (n_tokens rows, stride ldx). REQUIRES: k % 32 == 0.

@@ -181,11 +181,12 @@ struct AmxKernelTable {
   QuantPairRowsFn q4_0_pair = nullptr;
   int row_align = 16;  // split rows across threads in multiples of this
   // Token counts from which the tile kernels beat the AVX512-VNNI ones: the
-  // pair layout up to kPairTokens, the 16-token layout above.
-  int q8_0_pair_min_tokens = 2;
-  int q4_0_pair_min_tokens = 5;
-  int q8_0_min_tokens = 4;
-  int q4_0_min_tokens = 9;
+  // pair layout up to kPairTokens, the 16-token layout above (set with their
+  // measurements in quant_amx.cc).
+  int q8_0_pair_min_tokens = 0;
+  int q4_0_pair_min_tokens = 0;
+  int q8_0_min_tokens = 0;
+  int q4_0_min_tokens = 0;
 };
 // Null when this build has no AMX path (non-x86).
 const AmxKernelTable* AmxKernels();
