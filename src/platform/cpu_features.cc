@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <string>
 
 #include "base/logging.h"
 
@@ -112,8 +113,30 @@ int CountCpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-int64_t CacheBytes(int name) {
-  long v = sysconf(name);
+// Size of cpu0's level-`level` data/unified cache from sysfs ("32768K"), 0 when
+// absent. Preferred over sysconf: glibc's AMD path reports L3 times the core count
+// of the package (320 MiB for a 32 MiB L3 seen on a 2-vCPU EPYC guest).
+int64_t SysfsCacheBytes(int level) {
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream lv(dir + "level"), ty(dir + "type"), sz(dir + "size");
+    int l = 0;
+    std::string type, size;
+    if (!(lv >> l) || !(ty >> type) || !(sz >> size)) continue;
+    if (l != level || type == "Instruction" || size.empty()) continue;
+    int64_t v = std::strtoll(size.c_str(), nullptr, 10);
+    const char unit = size.back();
+    if (unit == 'K') v <<= 10;
+    if (unit == 'M') v <<= 20;
+    if (v > 0) return v;
+  }
+  return 0;
+}
+
+int64_t CacheBytes(int level, int sysconf_name) {
+  if (int64_t v = SysfsCacheBytes(level); v > 0) return v;
+  if (sysconf_name == 0) return 0;
+  long v = sysconf(sysconf_name);
   return v > 0 ? v : 0;
 }
 
@@ -173,11 +196,14 @@ CpuFeatures ProbeCpuFeatures() {
   f.hwy_targets = hwy::SupportedTargets();
   f.hwy_best_target = hwy::TargetName(BestTarget(f.hwy_targets & HWY_TARGETS));
   f.logical_cpus = CountCpus();
-#ifdef _SC_LEVEL1_DCACHE_SIZE
-  f.l1d_bytes = CacheBytes(_SC_LEVEL1_DCACHE_SIZE);
-  f.l2_bytes = CacheBytes(_SC_LEVEL2_CACHE_SIZE);
-  f.l3_bytes = CacheBytes(_SC_LEVEL3_CACHE_SIZE);
+#ifndef _SC_LEVEL1_DCACHE_SIZE
+#define _SC_LEVEL1_DCACHE_SIZE 0
+#define _SC_LEVEL2_CACHE_SIZE 0
+#define _SC_LEVEL3_CACHE_SIZE 0
 #endif
+  f.l1d_bytes = CacheBytes(1, _SC_LEVEL1_DCACHE_SIZE);
+  f.l2_bytes = CacheBytes(2, _SC_LEVEL2_CACHE_SIZE);
+  f.l3_bytes = CacheBytes(3, _SC_LEVEL3_CACHE_SIZE);
   return f;
 }
 
