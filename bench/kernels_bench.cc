@@ -1,7 +1,9 @@
 // Kernel microbenchmarks (Google Benchmark).
 //
-//   BM_ReadBandwidth/threads:N   STREAM-like read of a 1 GiB array (sum of
-//                                floats): the machine's attainable read GB/s.
+//   BM_ReadBandwidth/threads:N/prefetch:P   STREAM-like read of a 1 GiB array
+//                                (sum of floats), with (P=1) or without software
+//                                prefetch: the faster of the two is the
+//                                machine's attainable read GB/s.
 //   BM_MatMul/<dtype>/<rows>/<cols>/<n_tokens>/<threads>
 //                                y = x · Wᵀ at the Llama-3.2-1B shapes;
 //                                "weight_GBps" counts weight bytes read per
@@ -63,33 +65,60 @@ const BigArrayT& BigArray() {
   return a;
 }
 
-// Sum with 4 independent 8-float vector accumulators (GCC vector extension:
-// SSE on baseline x86-64, two 16-byte loads per cycle, far above DRAM
-// bandwidth), so the loop is limited by memory, not by add latency. Software
-// prefetch 1 KiB ahead, as the decode kernels do: without it a single thread
-// read ~6 GB/s on the VM where the prefetching decode kernels reached 9.
-float SumRange(const float* p, int64_t n) {
-  typedef float V8 __attribute__((vector_size(32)));
-  V8 acc[4] = {};
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __builtin_prefetch(p + i + 256);
-    __builtin_prefetch(p + i + 272);
-    for (int j = 0; j < 4; ++j) {
-      V8 v;
-      std::memcpy(&v, p + i + 8 * j, sizeof(v));
-      acc[j] += v;
-    }
-  }
-  V8 t = acc[0] + acc[1] + acc[2] + acc[3];
-  float s = 0;
-  for (int j = 0; j < 8; ++j) s += t[j];
-  for (; i < n; ++i) s += p[i];
+// Sum with 4 independent 8-float vector accumulators (GCC vector extension),
+// so the loop is limited by memory, not by add latency. The load width
+// matters: on a Zen 4 guest the same loop read 17 GB/s with 16-byte SSE loads
+// and 29-30 with 32-byte AVX2 loads (one thread), so x86 CPUs with AVX2 run
+// the AVX2 build of the loop. Software prefetch 1 KiB ahead or none: which one
+// reads faster depends on the machine (without it a single thread read ~6 GB/s
+// on one Intel VM where the prefetching decode kernels reached 9; with it the
+// Zen 4 guest read less), so the probe runs both and the attainable bandwidth
+// is the faster of the two.
+#define SPECD_SUM_RANGE_BODY                         \
+  typedef float V8 __attribute__((vector_size(32))); \
+  V8 acc[4] = {};                                    \
+  int64_t i = 0;                                     \
+  for (; i + 32 <= n; i += 32) {                     \
+    if (kPrefetch) {                                 \
+      __builtin_prefetch(p + i + 256);               \
+      __builtin_prefetch(p + i + 272);               \
+    }                                                \
+    for (int j = 0; j < 4; ++j) {                    \
+      V8 v;                                          \
+      std::memcpy(&v, p + i + 8 * j, sizeof(v));     \
+      acc[j] += v;                                   \
+    }                                                \
+  }                                                  \
+  V8 t = acc[0] + acc[1] + acc[2] + acc[3];          \
+  float s = 0;                                       \
+  for (int j = 0; j < 8; ++j) s += t[j];             \
+  for (; i < n; ++i) s += p[i];                      \
   return s;
+
+template <bool kPrefetch>
+float SumRangeBaseline(const float* p, int64_t n) {
+  SPECD_SUM_RANGE_BODY
+}
+#if defined(__x86_64__)
+template <bool kPrefetch>
+__attribute__((target("avx2"))) float SumRangeAvx2(const float* p, int64_t n) {
+  SPECD_SUM_RANGE_BODY
+}
+#endif
+#undef SPECD_SUM_RANGE_BODY
+
+template <bool kPrefetch>
+float SumRange(const float* p, int64_t n) {
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return SumRangeAvx2<kPrefetch>(p, n);
+#endif
+  return SumRangeBaseline<kPrefetch>(p, n);
 }
 
 void BM_ReadBandwidth(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
+  const bool prefetch = state.range(1) != 0;
   const auto& a = BigArray();
   ThreadPool* pool = Pool(threads);
   std::vector<float> partial(threads * 16);
@@ -97,17 +126,22 @@ void BM_ReadBandwidth(benchmark::State& state) {
     pool->ParallelFor(threads, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         int64_t chunk = static_cast<int64_t>(a.size) / threads;
-        partial[t * 16] = SumRange(a.data + t * chunk, chunk);
+        partial[t * 16] = prefetch ? SumRange<true>(a.data + t * chunk, chunk)
+                                   : SumRange<false>(a.data + t * chunk, chunk);
       }
     });
     benchmark::DoNotOptimize(partial.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(a.size * sizeof(float)));
-  state.counters["GBps"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * a.size * sizeof(float) / 1e9,
-      benchmark::Counter::kIsRate);
+  state.counters["GBps"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * a.size * sizeof(float) / 1e9,
+                         benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_ReadBandwidth)
+    ->ArgsProduct({{1, 2}, {0, 1}})
+    ->ArgNames({"threads", "prefetch"})
+    ->UseRealTime()
+    ->MinTime(1.0);
 
 // ------------------------------------------------------------------- matmul
 
@@ -187,8 +221,8 @@ void BM_MatMul(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetLabel(std::string(DTypeName(dtype)) + " " + std::to_string(rows) + "x" +
-                 std::to_string(cols) + " tok=" + std::to_string(n_tokens) + " thr=" +
-                 std::to_string(threads) + " q=" + QuantDotIsaName(ActiveQuantDotIsa()));
+                 std::to_string(cols) + " tok=" + std::to_string(n_tokens) +
+                 " thr=" + std::to_string(threads) + " q=" + QuantDotIsaName(ActiveQuantDotIsa()));
   state.counters["weight_GBps"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * bytes.size() / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOPs"] = benchmark::Counter(
@@ -200,7 +234,8 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"dtype", "rows", "cols", "tok", "thr"});
   // dtype index into kDtypes: 4 = q4_0, 3 = q8_0, 1 = f16.
   for (int dt : {4, 3, 1}) {
-    for (auto [rows, cols] : {std::pair{512, 2048}, {2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}}) {
+    for (auto [rows, cols] :
+         {std::pair{512, 2048}, {2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}}) {
       for (int tok : {1, 2, 4, 8, 12, 16, 64}) {
         for (int thr : {1, 2}) b->Args({dt, rows, cols, tok, thr});
       }

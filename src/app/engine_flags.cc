@@ -38,7 +38,12 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
                   "leaves the core to other ranks")
       ->check(CLI::Range(0.0, 100000.0));
   sub->add_flag("--no-prefetch", f->no_prefetch,
-                "Do not prefetch weight rows in software in the decode kernels (A/B baseline)");
+                "Do not prefetch weight rows in software in the decode kernels (A/B baseline; "
+                "only the --no-stream-decode kernels prefetch)");
+  sub->add_flag("--no-stream-decode", f->no_stream_decode,
+                "Decode (one-token matmuls) reads 4 weight rows side by side with software "
+                "prefetch instead of one row at a time front to back (A/B baseline; see "
+                "docs/performance.md)");
   sub->add_flag("--no-amx", f->no_amx,
                 "Do not use AMX tiles for Q8_0/Q4_0/BF16 matmuls of many tokens (prefill, "
                 "verify); they then run on AVX512-VNNI / AVX512-BF16 (A/B baseline; also "
@@ -48,8 +53,9 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
 void AddSpecFlags(CLI::App* sub, SpecFlags* f) {
   sub->add_option("--speculative-algorithm", f->algorithm,
                   "NONE, EAGLE3 (needs --draft-model) or NGRAM (prompt lookup); default NONE");
-  sub->add_option("--draft-model", f->draft_model,
-                  "EAGLE-3 draft head folder (config.json with LlamaForCausalLMEagle3 + safetensors)");
+  sub->add_option(
+      "--draft-model", f->draft_model,
+      "EAGLE-3 draft head folder (config.json with LlamaForCausalLMEagle3 + safetensors)");
   sub->add_option("--speculative-num-steps", f->tree.num_steps, "Draft tree depth (default 5)");
   sub->add_option("--speculative-eagle-topk", f->tree.topk,
                   "Children expanded per node; 1 drafts a chain (default 4)");
@@ -85,9 +91,10 @@ RunnerOptions ToRunnerOptions(const EngineFlags& f) {
   o.transformer.fuse_allreduce_norm = !f.no_fuse_allreduce_norm;
   o.pool_spin_us = f.pool_spin_us;
   o.weight_prefetch = !f.no_prefetch;
+  o.stream_decode = !f.no_stream_decode;
   o.amx = !f.no_amx;
-  o.matmul_split = f.matmul_split == "static" ? kernels::MatMulSplit::kStatic
-                                              : kernels::MatMulSplit::kDynamic;
+  o.matmul_split =
+      f.matmul_split == "static" ? kernels::MatMulSplit::kStatic : kernels::MatMulSplit::kDynamic;
   return o;
 }
 

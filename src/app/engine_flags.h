@@ -22,6 +22,7 @@ struct EngineFlags {
   std::string matmul_split = "dynamic";
   double pool_spin_us = -1;
   bool no_prefetch = false;
+  bool no_stream_decode = false;
   bool no_amx = false;
   int tp = 1;
 };

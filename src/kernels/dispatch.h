@@ -46,6 +46,15 @@ void SetMatMulSplit(MatMulSplit split);
 bool WeightPrefetchEnabled();
 void SetWeightPrefetch(bool on);
 
+// Whether one-token matmuls read the weights one row at a time, front to back
+// (default on: each thread's weight traffic is then one sequential stream,
+// which ran at 25-29 GB/s on a Zen 4 guest where 4 rows read side by side ran
+// at 10-22 GB/s, docs/performance.md), or 4 rows side by side with software
+// prefetch (the A/B baseline). Results are the same for f32/f16/bf16 and
+// differ in f32 rounding only for q4_0.
+bool StreamDecodeEnabled();
+void SetStreamDecode(bool on);
+
 // Applies the probe's choice (and logs it once). Every kernel entry point calls
 // this; it is cheap after the first call.
 void EnsureKernelPathsInitialized();

@@ -39,6 +39,7 @@ struct ActScratch {
   std::vector<int32_t> quad_corr;
   std::vector<float> quad_d;
   std::vector<int32_t> gemv_corr;
+  std::vector<int8_t> stream_qs;
 };
 
 ActScratch& Scratch() {
@@ -48,6 +49,7 @@ ActScratch& Scratch() {
 
 std::atomic<MatMulSplit> g_split{MatMulSplit::kDynamic};
 std::atomic<bool> g_prefetch{true};
+std::atomic<bool> g_stream{true};
 
 // Row chunks are multiples of 4 rows: the multi-row kernels work on groups of 4.
 constexpr int64_t kRowAlign = 4;
@@ -101,7 +103,11 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   acts.qs = s.qs.data();
   acts.d = s.d.data();
   acts.corr = corr_offset != 0 ? s.corr.data() : nullptr;
-  acts.prefetch_rows = g_prefetch.load(std::memory_order_relaxed) ? 4 : 0;
+  // The row kernels read one row at a time (one stream per thread): with
+  // stream decode on they need no software prefetch.
+  acts.prefetch_rows =
+      g_prefetch.load(std::memory_order_relaxed) && !g_stream.load(std::memory_order_relaxed) ? 4
+                                                                                              : 0;
   cpu::QuantRowsFn fn = q4 ? table->q4_0 : table->q8_0;
   // Q4_0 up to 4 tokens (decode, small verify passes): 4 rows per vector,
   // each block unpacked once for every token.
@@ -109,8 +115,13 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
       acts.corr != nullptr) {
     cpu::GemvActs g;
     table->build_gemv_acts(acts, &s.gemv_corr, &g);
+    cpu::QuantGemvFn gemv = table->q4_0_gemv;
+    if (g_stream.load(std::memory_order_relaxed) && table->q4_0_stream != nullptr) {
+      table->build_stream_lanes(acts, &s.stream_qs, &g);
+      gemv = table->q4_0_stream;
+    }
     RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
-      table->q4_0_gemv(w.row(row_begin + r0), w.row_bytes(), r1 - r0, g, acts, y + r0, n_out);
+      gemv(w.row(row_begin + r0), w.row_bytes(), r1 - r0, g, acts, y + r0, n_out);
     });
     return;
   }
@@ -162,8 +173,8 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   // else through the row kernel.
   cpu::QuantQuadRowsFn quad_fn = q4 ? table->q4_0_quad : table->q8_0_quad;
   const int n_rest = n_tokens - n_tiled;
-  const bool use_quad = quad_fn != nullptr && acts.corr != nullptr && n_rest >= 2 &&
-                        n_rest >= table->quad_min_tokens;
+  const bool use_quad =
+      quad_fn != nullptr && acts.corr != nullptr && n_rest >= 2 && n_rest >= table->quad_min_tokens;
   cpu::QuadActs quad;
   if (use_quad) cpu::BuildQuadActs(acts, n_tiled, &s.quad_qs, &s.quad_corr, &s.quad_d, &quad);
   cpu::QuantizedActs rest = acts;
@@ -226,6 +237,8 @@ MatMulSplit ActiveMatMulSplit() { return g_split.load(std::memory_order_relaxed)
 void SetMatMulSplit(MatMulSplit split) { g_split.store(split, std::memory_order_relaxed); }
 bool WeightPrefetchEnabled() { return g_prefetch.load(std::memory_order_relaxed); }
 void SetWeightPrefetch(bool on) { g_prefetch.store(on, std::memory_order_relaxed); }
+bool StreamDecodeEnabled() { return g_stream.load(std::memory_order_relaxed); }
+void SetStreamDecode(bool on) { g_stream.store(on, std::memory_order_relaxed); }
 
 void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
                 int n_tokens, float* y, ThreadPool* pool) {
@@ -251,7 +264,8 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
                                          : cpu::MatRowsBF16;
       RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
         fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, x, n_tokens, y + r0, n_out,
-           g_prefetch.load(std::memory_order_relaxed) ? 4 : 0);
+           g_prefetch.load(std::memory_order_relaxed) ? 4 : 0,
+           g_stream.load(std::memory_order_relaxed));
       });
       return;
     }

@@ -40,7 +40,8 @@ Weights MakeWeights(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
   w.view.data = w.bytes.data();
   w.view.nbytes = w.bytes.size();
   w.deq.resize(rows * cols);
-  for (int64_t r = 0; r < rows; ++r) DequantizeRow(dtype, w.view.row(r), w.deq.data() + r * cols, cols);
+  for (int64_t r = 0; r < rows; ++r)
+    DequantizeRow(dtype, w.view.row(r), w.deq.data() + r * cols, cols);
   return w;
 }
 
@@ -57,14 +58,16 @@ std::vector<float> MakeActs(int n_tokens, int64_t cols, uint32_t seed) {
 // sum_i |w[r, i] * x[t, i]|: the scale of rounding errors in output (t, r).
 double AbsDot(const Weights& w, const std::vector<float>& x, int64_t cols, int64_t r, int t) {
   double s = 0;
-  for (int64_t i = 0; i < cols; ++i) s += std::fabs(static_cast<double>(w.deq[r * cols + i]) * x[t * cols + i]);
+  for (int64_t i = 0; i < cols; ++i)
+    s += std::fabs(static_cast<double>(w.deq[r * cols + i]) * x[t * cols + i]);
   return s;
 }
 
 // Bound on |x·w - x̃·w| where x̃ is x quantized per block of 32 with
 // d = amax / 127: each element moves by at most d / 2, so per block
 // |Δ| <= ||w_b||_2 * sqrt(32) * amax_b / 254 (Cauchy-Schwarz).
-double ActQuantBound(const Weights& w, const std::vector<float>& x, int64_t cols, int64_t r, int t) {
+double ActQuantBound(const Weights& w, const std::vector<float>& x, int64_t cols, int64_t r,
+                     int t) {
   double bound = 0;
   for (int64_t b = 0; b < cols / 32; ++b) {
     double wn = 0, amax = 0;
@@ -111,46 +114,52 @@ class QuantMatMulTest : public testing::TestWithParam<QuantCase> {
 TEST_P(QuantMatMulTest, MatchesReferenceOnOddShapes) {
   const DType dtype = GetParam().dtype;
   ThreadPool pool(3);
-  // cols: 1, 3, 5, 33 and 64 blocks; rows odd and even.
-  for (int64_t cols : {32, 96, 160, 1056, 2048}) {
-    // 33, 50: 16-row AMX groups and a rest on the AVX512-VNNI kernel.
-    for (int64_t rows : {1, 7, 33, 50}) {
-      Weights w = MakeWeights(dtype, rows, cols, static_cast<uint32_t>(rows * 131 + cols));
-      // 2-5, 8: quad kernel (one, two quads, padding); 12 = one partial
-      // 16-token tile; 20 = a tile + a quad; 33 = two tiles + 1 token on the
-      // row kernel. AMX: 4 and up (Q8_0) / 9 and up (Q4_0) in padded
-      // 16-token tiles.
-      for (int n_tokens : {1, 2, 3, 4, 5, 7, 8, 12, 16, 20, 33}) {
-        SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
-                     " n_tokens=" + std::to_string(n_tokens));
-        std::vector<float> x = MakeActs(n_tokens, cols, static_cast<uint32_t>(n_tokens + cols));
-        std::vector<float> y(n_tokens * rows), y_pool(n_tokens * rows);
-        std::vector<float> y_qref(n_tokens * rows), y_ref(n_tokens * rows);
-        MatMul(w.view, x.data(), n_tokens, y.data(), nullptr);
-        MatMul(w.view, x.data(), n_tokens, y_pool.data(), &pool);
-        ref::MatMulQuantizedActs(w.view, 0, rows, x.data(), n_tokens, y_qref.data());
-        ref::MatMul(w.view, x.data(), n_tokens, y_ref.data());
-        double max_q = 0, max_f = 0;
-        for (int t = 0; t < n_tokens; ++t) {
-          for (int64_t r = 0; r < rows; ++r) {
-            const int64_t i = t * rows + r;
-            const double s = AbsDot(w, x, cols, r, t);
-            // Same integer block dots as the quantized reference; only f32
-            // accumulation order and the f32 product dw * da differ.
-            ASSERT_NEAR(y[i], y_qref[i], 1e-5 * s + 1e-30) << "t=" << t << " r=" << r;
-            // Against exact f32 math: the activation quantization bound.
-            ASSERT_NEAR(y[i], y_ref[i], ActQuantBound(w, x, cols, r, t) + 1e-5 * s)
-                << "t=" << t << " r=" << r;
-            // Splitting rows across threads must not change any row's math.
-            ASSERT_EQ(y[i], y_pool[i]) << "t=" << t << " r=" << r;
-            max_q = std::fmax(max_q, std::fabs(y[i] - y_qref[i]));
-            max_f = std::fmax(max_f, std::fabs(y[i] - y_ref[i]));
+  // Both decode layouts: one row at a time (default) and 4 rows side by side.
+  for (bool stream : {true, false}) {
+    SCOPED_TRACE(stream ? "stream decode" : "4-row decode");
+    SetStreamDecode(stream);
+    // cols: 1, 3, 5, 33 and 64 blocks; rows odd and even.
+    for (int64_t cols : {32, 96, 160, 1056, 2048}) {
+      // 33, 50: 16-row AMX groups and a rest on the AVX512-VNNI kernel.
+      for (int64_t rows : {1, 7, 33, 50}) {
+        Weights w = MakeWeights(dtype, rows, cols, static_cast<uint32_t>(rows * 131 + cols));
+        // 2-5, 8: quad kernel (one, two quads, padding); 12 = one partial
+        // 16-token tile; 20 = a tile + a quad; 33 = two tiles + 1 token on the
+        // row kernel. AMX: 4 and up (Q8_0) / 9 and up (Q4_0) in padded
+        // 16-token tiles.
+        for (int n_tokens : {1, 2, 3, 4, 5, 7, 8, 12, 16, 20, 33}) {
+          SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
+                       " n_tokens=" + std::to_string(n_tokens));
+          std::vector<float> x = MakeActs(n_tokens, cols, static_cast<uint32_t>(n_tokens + cols));
+          std::vector<float> y(n_tokens * rows), y_pool(n_tokens * rows);
+          std::vector<float> y_qref(n_tokens * rows), y_ref(n_tokens * rows);
+          MatMul(w.view, x.data(), n_tokens, y.data(), nullptr);
+          MatMul(w.view, x.data(), n_tokens, y_pool.data(), &pool);
+          ref::MatMulQuantizedActs(w.view, 0, rows, x.data(), n_tokens, y_qref.data());
+          ref::MatMul(w.view, x.data(), n_tokens, y_ref.data());
+          double max_q = 0, max_f = 0;
+          for (int t = 0; t < n_tokens; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+              const int64_t i = t * rows + r;
+              const double s = AbsDot(w, x, cols, r, t);
+              // Same integer block dots as the quantized reference; only f32
+              // accumulation order and the f32 product dw * da differ.
+              ASSERT_NEAR(y[i], y_qref[i], 1e-5 * s + 1e-30) << "t=" << t << " r=" << r;
+              // Against exact f32 math: the activation quantization bound.
+              ASSERT_NEAR(y[i], y_ref[i], ActQuantBound(w, x, cols, r, t) + 1e-5 * s)
+                  << "t=" << t << " r=" << r;
+              // Splitting rows across threads must not change any row's math.
+              ASSERT_EQ(y[i], y_pool[i]) << "t=" << t << " r=" << r;
+              max_q = std::fmax(max_q, std::fabs(y[i] - y_qref[i]));
+              max_f = std::fmax(max_f, std::fabs(y[i] - y_ref[i]));
+            }
           }
+          RecordProperty("maxdiff", std::to_string(max_f));
         }
-        RecordProperty("maxdiff", std::to_string(max_f));
       }
     }
   }
+  SetStreamDecode(true);
 }
 
 TEST_P(QuantMatMulTest, MatMulRowsSelectsRows) {
@@ -165,7 +174,8 @@ TEST_P(QuantMatMulTest, MatMulRowsSelectsRows) {
     ref::MatMulQuantizedActs(w.view, b, e, x.data(), n_tokens, y_ref.data());
     for (int t = 0; t < n_tokens; ++t) {
       for (int64_t r = 0; r < e - b; ++r) {
-        ASSERT_NEAR(y[t * (e - b) + r], y_ref[t * (e - b) + r], 1e-5 * AbsDot(w, x, cols, b + r, t));
+        ASSERT_NEAR(y[t * (e - b) + r], y_ref[t * (e - b) + r],
+                    1e-5 * AbsDot(w, x, cols, b + r, t));
       }
     }
   }
@@ -180,19 +190,18 @@ TEST_P(QuantMatMulTest, ZeroActivationBlocksGiveZero) {
   for (float v : y) EXPECT_EQ(v, 0.f);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllPaths, QuantMatMulTest,
-    testing::Values(QuantCase{QuantDotIsa::kScalar, DType::kQ8_0},
-                    QuantCase{QuantDotIsa::kScalar, DType::kQ4_0},
-                    QuantCase{QuantDotIsa::kAvx2, DType::kQ8_0},
-                    QuantCase{QuantDotIsa::kAvx2, DType::kQ4_0},
-                    QuantCase{QuantDotIsa::kAvxVnni, DType::kQ8_0},
-                    QuantCase{QuantDotIsa::kAvxVnni, DType::kQ4_0},
-                    QuantCase{QuantDotIsa::kAvx512Vnni, DType::kQ8_0},
-                    QuantCase{QuantDotIsa::kAvx512Vnni, DType::kQ4_0},
-                    QuantCase{QuantDotIsa::kAvx512Vnni, DType::kQ8_0, true},
-                    QuantCase{QuantDotIsa::kAvx512Vnni, DType::kQ4_0, true}),
-    QuantCaseName);
+INSTANTIATE_TEST_SUITE_P(AllPaths, QuantMatMulTest,
+                         testing::Values(QuantCase{QuantDotIsa::kScalar, DType::kQ8_0},
+                                         QuantCase{QuantDotIsa::kScalar, DType::kQ4_0},
+                                         QuantCase{QuantDotIsa::kAvx2, DType::kQ8_0},
+                                         QuantCase{QuantDotIsa::kAvx2, DType::kQ4_0},
+                                         QuantCase{QuantDotIsa::kAvxVnni, DType::kQ8_0},
+                                         QuantCase{QuantDotIsa::kAvxVnni, DType::kQ4_0},
+                                         QuantCase{QuantDotIsa::kAvx512Vnni, DType::kQ8_0},
+                                         QuantCase{QuantDotIsa::kAvx512Vnni, DType::kQ4_0},
+                                         QuantCase{QuantDotIsa::kAvx512Vnni, DType::kQ8_0, true},
+                                         QuantCase{QuantDotIsa::kAvx512Vnni, DType::kQ4_0, true}),
+                         QuantCaseName);
 
 // Float weights on every Highway target this CPU supports (and, for bf16,
 // the AVX512-BF16 path too).
@@ -258,7 +267,8 @@ void CheckBatchInvariance(DType dtype) {
         MatMul(w.view, x.data(), n_tokens, y.data(), nullptr);
         for (int t = 0; t < n_tokens; ++t) {
           MatMul(w.view, x.data() + t * cols, 1, y1.data(), nullptr);
-          for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(y[t * rows + r], y1[r]) << "t=" << t << " r=" << r;
+          for (int64_t r = 0; r < rows; ++r)
+            ASSERT_EQ(y[t * rows + r], y1[r]) << "t=" << t << " r=" << r;
         }
       }
     }
@@ -280,7 +290,12 @@ TEST_P(FloatMatMulTest, BatchedEqualsOneTokenBitwiseOnEveryTarget) {
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     SCOPED_TRACE(hwy::TargetName(target));
     SetFloatTargets(target);
-    CheckBatchInvariance(GetParam());
+    for (bool stream : {true, false}) {
+      SCOPED_TRACE(stream ? "stream decode" : "4-row decode");
+      SetStreamDecode(stream);
+      CheckBatchInvariance(GetParam());
+    }
+    SetStreamDecode(true);
   }
 }
 

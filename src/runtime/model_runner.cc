@@ -26,6 +26,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
                                                      options.pool_spin_us);
   kernels::SetMatMulSplit(options.matmul_split);
   kernels::SetWeightPrefetch(options.weight_prefetch);
+  kernels::SetStreamDecode(options.stream_decode);
   // Off always succeeds; on only where the probe chose AMX (SPECD_AMX=0 and
   // unsupported CPUs stay off, logged once by the probe).
   kernels::SetAmx(options.amx && GetKernelPaths().amx_int8);

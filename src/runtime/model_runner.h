@@ -27,6 +27,8 @@ struct RunnerOptions {
   // Process-wide: applied by Create (every rank runs one runner).
   kernels::MatMulSplit matmul_split = kernels::MatMulSplit::kDynamic;
   bool weight_prefetch = true;
+  // One-token matmuls read one weight row at a time (kernels::SetStreamDecode).
+  bool stream_decode = true;
   // AMX tile kernels for Q8_0/Q4_0/BF16 matmuls of many tokens, where the CPU
   // and OS allow them (false: AVX512-VNNI / AVX512-BF16).
   bool amx = true;

@@ -58,12 +58,43 @@ struct LoadBF16 {
 
 // Summation order, the same for every tile shape, batch size and thread
 // split (so a token's logits are bitwise the same whether it is decoded alone
-// or verified in a batch): one vector accumulator per (row, token), one FMA
-// per full vector of k in order, then SumOfLanes, then the scalar tail.
+// or verified in a batch): two vector accumulators per (row, token), one over
+// the even-numbered full vectors of k and one over the odd-numbered ones, each
+// one FMA per vector in order; then SumOfLanes(even + odd), then the scalar
+// tail. Two chains let a single row (the decode kernel, which reads one row at
+// a time) run two FMAs in flight.
+
+// Accumulates the full vectors start, start + 2, start + 4, ... (vector
+// index, not element) of R rows x T tokens into acc. ahead: the same offsets
+// R rows further down are prefetched, one line at a time.
+template <int R, int T, class L, class V>
+HWY_INLINE void TilePhase(const typename L::T* const* wr, const float* const* xt, int64_t k,
+                          int64_t start, V (&acc)[R][T], const uint8_t* ahead, size_t row_bytes) {
+  using WT = typename L::T;
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t i = start * n; i + n <= k; i += 2 * n) {
+    if (ahead != nullptr && (i * static_cast<int64_t>(sizeof(WT))) % 64 == 0) {
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) hwy::Prefetch(ahead + r * row_bytes + i * sizeof(WT));
+    }
+    V wv[R];
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) wv[r] = L::template Load<V>(d, wr[r] + i);
+    #pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const V xv = hn::LoadU(d, xt[t] + i);
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][t] = hn::MulAdd(wv[r], xv, acc[r][t]);
+    }
+  }
+}
 
 // Register tile of R weight rows x T tokens: per vector step R weight loads
 // (widened once: vcvtph2ps is 2 uops on the FMA ports, so widening, not the
-// FMAs, bounds a narrow tile) and T activation loads feed R*T FMAs.
+// FMAs, bounds a narrow tile) and T activation loads feed R*T FMAs. The even
+// and odd vectors are two passes over the tile's rows (the second from L1),
+// so the tile keeps one accumulator per (row, token) in registers.
 // ahead (one-token decode only): the same offsets R rows further down are
 // prefetched, since decode makes a single pass over the weights.
 template <int R, int T, class L>
@@ -79,37 +110,49 @@ HWY_INLINE void RowsTile(const uint8_t* w, size_t row_bytes, int64_t k, const fl
   const float* xt[T];
   #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) xt[t] = x + (t0 + t) * k;
-  V acc[R][T];
+  V even[R][T], odd[R][T];
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(d);
+    for (int t = 0; t < T; ++t) even[r][t] = odd[r][t] = hn::Zero(d);
   }
-  int64_t i = 0;
-  for (; i + n <= k; i += n) {
-    if (ahead != nullptr && (i * static_cast<int64_t>(sizeof(WT))) % 64 == 0) {
-      #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) hwy::Prefetch(ahead + r * row_bytes + i * sizeof(WT));
-    }
-    V wv[R];
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) wv[r] = L::template Load<V>(d, wr[r] + i);
-    #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const V xv = hn::LoadU(d, xt[t] + i);
-      #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][t] = hn::MulAdd(wv[r], xv, acc[r][t]);
-    }
-  }
+  TilePhase<R, T, L>(wr, xt, k, 0, even, ahead, row_bytes);
+  TilePhase<R, T, L>(wr, xt, k, 1, odd, ahead, row_bytes);
+  const int64_t tail = k / n * n;
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
-      float s = hn::GetLane(hn::SumOfLanes(d, acc[r][t]));
-      for (int64_t j = i; j < k; ++j) s += L::Scalar(wr[r] + j) * xt[t][j];
+      float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(even[r][t], odd[r][t])));
+      for (int64_t j = tail; j < k; ++j) s += L::Scalar(wr[r] + j) * xt[t][j];
       y[(t0 + t) * ldy + r] = s;
     }
   }
+}
+
+// One row against one token with both chains in one loop (the decode kernel:
+// it reads one row at a time, so the two chains are its only independent
+// FMAs). Same sums as RowsTile<1, 1>.
+template <class L>
+HWY_INLINE void RowStream(const uint8_t* w, int64_t k, const float* x, float* y) {
+  using V = hn::Vec<DF>;
+  using WT = typename L::T;
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  const WT* wr = reinterpret_cast<const WT*>(w);
+  V even = hn::Zero(d), odd = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * n <= k; i += 2 * n) {
+    even = hn::MulAdd(L::template Load<V>(d, wr + i), hn::LoadU(d, x + i), even);
+    odd = hn::MulAdd(L::template Load<V>(d, wr + i + n), hn::LoadU(d, x + i + n), odd);
+  }
+  if (i + n <= k) {
+    even = hn::MulAdd(L::template Load<V>(d, wr + i), hn::LoadU(d, x + i), even);
+    i += n;
+  }
+  float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(even, odd)));
+  for (; i < k; ++i) s += L::Scalar(wr + i) * x[i];
+  *y = s;
 }
 
 // Tokens per register tile: 4 rows x 6 tokens = 24 accumulators + 4 weight
@@ -143,12 +186,17 @@ HWY_INLINE void RowsAllTokens(const uint8_t* w, size_t row_bytes, int64_t k, con
 
 template <class L>
 HWY_INLINE void MatRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k,
-                        const float* x, int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
+                        const float* x, int n_tokens, float* y, int64_t ldy, int prefetch_rows,
+                        bool stream) {
   // Decode: 4 rows per step are 4 independent FMA chains, enough to hide the
   // FMA latency under the weight stream. Every pass streams the weights once,
   // so the next row group is prefetched while one is worked on.
-  const int64_t ahead = std::max(prefetch_rows, 4);
   int64_t r = 0;
+  if (n_tokens == 1 && stream) {
+    for (; r < n_rows; ++r) RowStream<L>(w + r * row_bytes, k, x, y + r);
+    return;
+  }
+  const int64_t ahead = std::max(prefetch_rows, 4);
   for (; r + 4 <= n_rows; r += 4) {
     const uint8_t* wb = w + r * row_bytes;
     RowsAllTokens<4, L>(wb, row_bytes, k, x, n_tokens, y + r, ldy,
@@ -160,16 +208,19 @@ HWY_INLINE void MatRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, int6
 }
 
 void MatRowsF32Impl(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                    int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
-  MatRows<LoadF32>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows);
+                    int n_tokens, float* y, int64_t ldy, int prefetch_rows,
+                        bool stream) {
+  MatRows<LoadF32>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows, stream);
 }
 void MatRowsF16Impl(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                    int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
-  MatRows<LoadF16>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows);
+                    int n_tokens, float* y, int64_t ldy, int prefetch_rows,
+                        bool stream) {
+  MatRows<LoadF16>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows, stream);
 }
 void MatRowsBF16Impl(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k,
-                     const float* x, int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
-  MatRows<LoadBF16>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows);
+                     const float* x, int n_tokens, float* y, int64_t ldy, int prefetch_rows,
+                        bool stream) {
+  MatRows<LoadBF16>(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows, stream);
 }
 
 // sum(a[i] * b[i]) over n floats.
@@ -454,16 +505,22 @@ HWY_EXPORT(AttentionItemsImpl);
 HWY_EXPORT(TargetNameImpl);
 
 void MatRowsF32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
-  HWY_DYNAMIC_DISPATCH(MatRowsF32Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows);
+                int n_tokens, float* y, int64_t ldy, int prefetch_rows,
+                        bool stream) {
+  HWY_DYNAMIC_DISPATCH(MatRowsF32Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows,
+                                         stream);
 }
 void MatRowsF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
-  HWY_DYNAMIC_DISPATCH(MatRowsF16Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows);
+                int n_tokens, float* y, int64_t ldy, int prefetch_rows,
+                        bool stream) {
+  HWY_DYNAMIC_DISPATCH(MatRowsF16Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows,
+                                         stream);
 }
 void MatRowsBF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                 int n_tokens, float* y, int64_t ldy, int prefetch_rows) {
-  HWY_DYNAMIC_DISPATCH(MatRowsBF16Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows);
+                 int n_tokens, float* y, int64_t ldy, int prefetch_rows,
+                        bool stream) {
+  HWY_DYNAMIC_DISPATCH(MatRowsBF16Impl)(w, row_bytes, n_rows, k, x, n_tokens, y, ldy, prefetch_rows,
+                                         stream);
 }
 void RmsNormF(const float* x, const float* w, int n_tokens, int dim, float eps, float* out) {
   HWY_DYNAMIC_DISPATCH(RmsNormImpl)(x, w, n_tokens, dim, eps, out);

@@ -578,6 +578,8 @@ const QuantKernelTable* QuantKernelsAvx512Vnni() {
     t.quad_min_tokens = 2;
     t.q4_0_gemv = GemvQ4;
     t.build_gemv_acts = BuildGemvActsAvx512;
+    t.q4_0_stream = StreamQ4;
+    t.build_stream_lanes = BuildStreamLanesAvx512;
     return t;
   }();
   return &table;

@@ -119,6 +119,11 @@ struct GemvActs {
   const int32_t* corr = nullptr;  // (n_tokens, nb, 4): dword i is corr[i] + corr[i + 4]
   const float* d = nullptr;       // (n_tokens, nb): QuantizedActs.d
   int prefetch_rows = 0;          // as QuantizedActs::prefetch_rows (0 or 4)
+  // Row-stream kernel only (StreamQ4): (n_tokens, nb / 4, 2 halves, 4 blocks,
+  // 16): per group of 4 blocks the elements 0-15 of each block, then 16-31, so
+  // 128-bit lane j of a 64-byte load pairs with block 4g + j of one weight row.
+  // Blocks past the last multiple of 4 are read from `qs`.
+  const int8_t* qs_lanes = nullptr;
 };
 // The corrections of every token of `a` (a.corr must be set); storage sized
 // by the callee.
@@ -148,6 +153,12 @@ struct QuantKernelTable {
   // One-token Q4_0 kernel and its activation layout (null when the path has none).
   QuantGemvFn q4_0_gemv = nullptr;
   BuildGemvActsFn build_gemv_acts = nullptr;
+  // Row-stream Q4_0 kernel for the same token counts (null when the path has
+  // none): reads one weight row at a time, so a thread's weight traffic is one
+  // sequential stream; needs GemvActs::qs_lanes from build_stream_lanes.
+  QuantGemvFn q4_0_stream = nullptr;
+  void (*build_stream_lanes)(const QuantizedActs& a, std::vector<int8_t>* qs,
+                             GemvActs* out) = nullptr;
 };
 
 // AMX-INT8 tile kernels (quant_amx.cc) over the TiledActs layout, for matmuls
@@ -193,6 +204,11 @@ const AmxKernelTable* AmxKernels();
 
 // The table for `isa`, or null when this build has no such path (non-x86).
 const QuantKernelTable* GetQuantKernels(QuantDotIsa isa);
+
+// The AVX512-VNNI row-stream kernel (quant_stream_avx512.cc; x86 only).
+void StreamQ4(const uint8_t* w, size_t row_bytes, int64_t n_rows, const GemvActs& g,
+              const QuantizedActs& a, float* y, int64_t ldy);
+void BuildStreamLanesAvx512(const QuantizedActs& a, std::vector<int8_t>* qs, GemvActs* out);
 
 const QuantKernelTable* QuantKernelsScalar();
 const QuantKernelTable* QuantKernelsAvx2();

@@ -1,0 +1,188 @@
+// Row-stream Q4_0 kernel for decode-sized matmuls (1..kGemvMaxTokens tokens),
+// AVX512-VNNI: one weight row at a time, front to back, so each thread's
+// weight traffic is a single sequential stream (see GemvActs::qs_lanes in
+// quant_kernels.h for why and for the activation layout).
+//
+// Per row, 128-bit lane j of a vector holds the 16 quant bytes of block
+// 4g + j; one vpdpbusd per half (elements 0-15 as the low nibbles, 16-31 as
+// the high ones) against the rearranged activations advances the 4 blocks,
+// and lane j's 4 dwords are block 4g + j's partial sums. The f16 scales of 16
+// blocks come in one gather; each is multiplied by the token's da once.
+//
+// Summation order per (row, token): two f32 accumulators alternate over the
+// 4-block groups, then their sum is reduced over the 16 lanes, then the last
+// nb % 4 blocks are added one by one. It differs from the other Q4_0 kernels
+// in f32 rounding only (the integer block dots are exact).
+#include <vector>
+
+#include "kernels/cpu/quant_kernels.h"
+#include "tensor/dtype.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace specd::kernels::cpu {
+namespace {
+
+#define SPECD_AVX512_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+constexpr int64_t kBlockBytes = static_cast<int64_t>(sizeof(BlockQ4_0));
+static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block: f16 scale + 16 nibble bytes");
+
+SPECD_AVX512_TARGET inline float ReduceAdd512(__m512 v) {
+  __m256 lo = _mm512_castps512_ps256(v);
+  __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  __m256 s8 = _mm256_add_ps(lo, hi);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+SPECD_AVX512_TARGET inline float ReduceAdd128(__m128 s) {
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <int T>
+SPECD_AVX512_TARGET void StreamQ4Row(const uint8_t* row, const GemvActs& g, float* y, int64_t ldy) {
+  const int64_t nb = g.nb;
+  const int64_t k = nb * 32;
+  const int64_t groups = nb / 4;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  // Byte offsets of blocks 0..15 (their f16 scale is the low half of the dword).
+  const __m512i gidx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(kBlockBytes)));
+  // Scale lanes of group j of 16 blocks: block 4j + lane / 4.
+  const __m512i s0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  __m512 acc[T][2];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+
+  auto step = [&](int64_t grp, const __m512* sc, int parity) SPECD_AVX512_TARGET {
+    const uint8_t* p = row + grp * 4 * kBlockBytes + 2;
+    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kBlockBytes)),
+                           1);
+    q = _mm512_inserti32x4(
+        q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * kBlockBytes)), 2);
+    q = _mm512_inserti32x4(
+        q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 3 * kBlockBytes)), 3);
+    const __m512i lo = _mm512_and_si512(q, m4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const int8_t* aq = g.qs_lanes + (t * groups + grp) * 128;
+      __m512i i = _mm512_loadu_si512(g.corr + t * nb * 4 + grp * 16);
+      i = _mm512_dpbusd_epi32(i, lo, _mm512_loadu_si512(aq));
+      i = _mm512_dpbusd_epi32(i, hi, _mm512_loadu_si512(aq + 64));
+      acc[t][parity] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), sc[t], acc[t][parity]);
+    }
+  };
+
+  int64_t b = 0;
+  for (; b + 16 <= nb; b += 16) {
+    const __m512i raw = _mm512_i32gather_epi32(gidx, row + b * kBlockBytes, 1);
+    const __m512 dw16 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+    __m512 ds[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) ds[t] = _mm512_mul_ps(dw16, _mm512_loadu_ps(g.d + t * nb + b));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512i idx = _mm512_add_epi32(s0, _mm512_set1_epi32(4 * j));
+      __m512 sc[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) sc[t] = _mm512_permutexvar_ps(idx, ds[t]);
+      step(b / 4 + j, sc, j & 1);
+    }
+  }
+  const BlockQ4_0* blocks = reinterpret_cast<const BlockQ4_0*>(row);
+  for (; b + 4 <= nb; b += 4) {
+    const __m128i d4 = _mm_setr_epi16(
+        static_cast<short>(blocks[b].d), static_cast<short>(blocks[b + 1].d),
+        static_cast<short>(blocks[b + 2].d), static_cast<short>(blocks[b + 3].d), 0, 0, 0, 0);
+    const __m128 dw4 = _mm_cvtph_ps(d4);
+    __m512 sc[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      sc[t] = _mm512_permutexvar_ps(
+          s0, _mm512_castps128_ps512(_mm_mul_ps(dw4, _mm_loadu_ps(g.d + t * nb + b))));
+    }
+    step(b / 4, sc, 0);
+  }
+  float tail[T] = {};
+  const __m128i m4x = _mm_set1_epi8(0x0F);
+  for (; b < nb; ++b) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].qs));
+    const __m128i lo = _mm_and_si128(q, m4x);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4x);
+    const float dw = _cvtsh_ss(blocks[b].d);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const int8_t* aq = g.qs + t * k + b * 32;
+      __m128i i = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.corr + t * nb * 4 + b * 4));
+      i = _mm_dpbusd_epi32(i, lo, _mm_loadu_si128(reinterpret_cast<const __m128i*>(aq)));
+      i = _mm_dpbusd_epi32(i, hi, _mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + 16)));
+      tail[t] += ReduceAdd128(_mm_cvtepi32_ps(i)) * (dw * g.d[t * nb + b]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    y[t * ldy] = ReduceAdd512(_mm512_add_ps(acc[t][0], acc[t][1])) + tail[t];
+  }
+}
+
+template <int T>
+SPECD_AVX512_TARGET void StreamQ4Rows(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                      const GemvActs& g, float* y, int64_t ldy) {
+  for (int64_t r = 0; r < n_rows; ++r) StreamQ4Row<T>(w + r * row_bytes, g, y + r, ldy);
+}
+
+}  // namespace
+
+SPECD_AVX512_TARGET void BuildStreamLanesAvx512(const QuantizedActs& a, std::vector<int8_t>* qs,
+                                                GemvActs* out) {
+  const int64_t groups = a.nb / 4;
+  qs->resize(static_cast<size_t>(a.n_tokens * groups * 128));
+  for (int t = 0; t < a.n_tokens; ++t) {
+    for (int64_t grp = 0; grp < groups; ++grp) {
+      const int8_t* src = a.qs + t * a.k + grp * 128;
+      int8_t* dst = qs->data() + (t * groups + grp) * 128;
+      // Source: 4 blocks of (lo 16, hi 16); destination: 4 lo halves, 4 hi halves.
+      const __m512i v0 = _mm512_loadu_si512(src);       // b0 lo, b0 hi, b1 lo, b1 hi
+      const __m512i v1 = _mm512_loadu_si512(src + 64);  // b2 lo, b2 hi, b3 lo, b3 hi
+      _mm512_storeu_si512(dst, _mm512_shuffle_i64x2(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)));
+      _mm512_storeu_si512(dst + 64, _mm512_shuffle_i64x2(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+  }
+  out->qs_lanes = qs->data();
+}
+
+SPECD_AVX512_TARGET void StreamQ4(const uint8_t* w, size_t row_bytes, int64_t n_rows,
+                                  const GemvActs& g, const QuantizedActs& a, float* y,
+                                  int64_t ldy) {
+  switch (g.n_tokens) {
+    case 1:
+      StreamQ4Rows<1>(w, row_bytes, n_rows, g, y, ldy);
+      break;
+    case 2:
+      StreamQ4Rows<2>(w, row_bytes, n_rows, g, y, ldy);
+      break;
+    case 3:
+      StreamQ4Rows<3>(w, row_bytes, n_rows, g, y, ldy);
+      break;
+    default:
+      StreamQ4Rows<4>(w, row_bytes, n_rows, g, y, ldy);
+      break;
+  }
+}
+
+}  // namespace specd::kernels::cpu
+
+#endif
