@@ -40,6 +40,7 @@ struct ActScratch {
   std::vector<float> quad_d;
   std::vector<int32_t> gemv_corr;
   std::vector<int8_t> stream_qs;
+  std::vector<float> stream_d;
 };
 
 ActScratch& Scratch() {
@@ -117,7 +118,7 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
     table->build_gemv_acts(acts, &s.gemv_corr, &g);
     cpu::QuantGemvFn gemv = table->q4_0_gemv;
     if (g_stream.load(std::memory_order_relaxed) && table->q4_0_stream != nullptr) {
-      table->build_stream_lanes(acts, &s.stream_qs, &g);
+      table->build_stream_lanes(acts, &s.stream_qs, &s.stream_d, &g);
       gemv = table->q4_0_stream;
     }
     RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {

@@ -255,7 +255,7 @@ TEST_P(FloatMatMulTest, EveryHighwayTargetMatchesReference) {
 // (decode) or inside a batch of any size at any offset (prefill, verify):
 // speculative greedy decoding relies on it to reproduce plain greedy tokens.
 void CheckBatchInvariance(DType dtype) {
-  for (int64_t cols : {13, 64, 300, 2048}) {
+  for (int64_t cols : {13, 64, 300, 2048, 4100, 4112}) {
     if (cols % DTypeBlockElems(dtype) != 0) continue;
     for (int64_t rows : {1, 7, 33}) {
       Weights w = MakeWeights(dtype, rows, cols, static_cast<uint32_t>(rows * 5 + cols));

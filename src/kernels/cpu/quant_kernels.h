@@ -124,6 +124,9 @@ struct GemvActs {
   // 128-bit lane j of a 64-byte load pairs with block 4g + j of one weight row.
   // Blocks past the last multiple of 4 are read from `qs`.
   const int8_t* qs_lanes = nullptr;
+  // Row-stream kernel only: (n_tokens, nb / 4, 16): lane l of group g is
+  // d[4g + l / 4], the scale of the block lane l belongs to.
+  const float* d_lanes = nullptr;
 };
 // The corrections of every token of `a` (a.corr must be set); storage sized
 // by the callee.
@@ -158,7 +161,7 @@ struct QuantKernelTable {
   // sequential stream; needs GemvActs::qs_lanes from build_stream_lanes.
   QuantGemvFn q4_0_stream = nullptr;
   void (*build_stream_lanes)(const QuantizedActs& a, std::vector<int8_t>* qs,
-                             GemvActs* out) = nullptr;
+                             std::vector<float>* d, GemvActs* out) = nullptr;
 };
 
 // AMX-INT8 tile kernels (quant_amx.cc) over the TiledActs layout, for matmuls
@@ -208,7 +211,8 @@ const QuantKernelTable* GetQuantKernels(QuantDotIsa isa);
 // The AVX512-VNNI row-stream kernel (quant_stream_avx512.cc; x86 only).
 void StreamQ4(const uint8_t* w, size_t row_bytes, int64_t n_rows, const GemvActs& g,
               const QuantizedActs& a, float* y, int64_t ldy);
-void BuildStreamLanesAvx512(const QuantizedActs& a, std::vector<int8_t>* qs, GemvActs* out);
+void BuildStreamLanesAvx512(const QuantizedActs& a, std::vector<int8_t>* qs, std::vector<float>* d,
+                            GemvActs* out);
 
 const QuantKernelTable* QuantKernelsScalar();
 const QuantKernelTable* QuantKernelsAvx2();
