@@ -240,6 +240,9 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
         for (int thr : {1, 2}) b->Args({dt, rows, cols, tok, thr});
       }
     }
+    // Long rows (the down projection's k) in a matrix several times the size
+    // of a last-level cache: decode of a down-projection-like shape from DRAM.
+    for (int thr : {1, 2}) b->Args({dt, 16384, 8192, 1, thr});
   }
 }
 BENCHMARK(BM_MatMul)->Apply(MatMulArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);

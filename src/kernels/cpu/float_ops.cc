@@ -159,12 +159,16 @@ HWY_INLINE void RowStream(const uint8_t* w, int64_t k, const float* x, float* y)
 // row 0's part, then row 1's, ... (each row's two chains kept in registers),
 // so the chunk of x is reused from L1 by R rows. Same sums as RowStream.
 // For long rows: with k = 8192 (the 1B down projection) x is 32 KiB, a whole
-// L1D, and one row at a time re-read it from L2 for every row (10.7 GB/s of
-// weights at 1 thread on a Zen 4 guest, against 23-27 GB/s for the k = 2048
-// matmuls); 4 rows in 512-element chunks (runs of 1 KiB of f16 per row) read
-// 15 GB/s (128-1024-element chunks and 2 or 8 rows were measured too).
+// L1D, and one row at a time re-read it from L2 for every row: 11-13 GB/s of
+// f16 weights at 1 thread on a Zen 4 guest, 22-26 with the same loop over an
+// 8 KiB x (a standalone loop over 256 MiB of weights). 8 rows in 128-element
+// chunks (runs of 256 bytes of f16 per row) read 21-22 GB/s; 2 or 4 rows,
+// chunks of 64-512 elements, k-segments over 8-64 rows, and software prefetch
+// of x or of the weights (T0, NTA) all read 10-18. For k = 2048 one row at a
+// time stays best (26 GB/s; chunked 13-19).
 constexpr int64_t kChunkedMinK = 4096;
-constexpr int64_t kChunkElems = 512;
+constexpr int kChunkedRows = 8;
+constexpr int64_t kChunkElems = 128;
 template <int R, class L>
 HWY_INLINE void RowsStreamChunked(const uint8_t* w, size_t row_bytes, int64_t k, const float* x,
                                   float* y, int64_t chunk) {
@@ -241,8 +245,8 @@ HWY_INLINE void MatRows(const uint8_t* w, size_t row_bytes, int64_t n_rows, int6
   int64_t r = 0;
   if (n_tokens == 1 && stream) {
     if (k >= kChunkedMinK) {
-      for (; r + 4 <= n_rows; r += 4) {
-        RowsStreamChunked<4, L>(w + r * row_bytes, row_bytes, k, x, y + r, kChunkElems);
+      for (; r + kChunkedRows <= n_rows; r += kChunkedRows) {
+        RowsStreamChunked<kChunkedRows, L>(w + r * row_bytes, row_bytes, k, x, y + r, kChunkElems);
       }
     }
     for (; r < n_rows; ++r) RowStream<L>(w + r * row_bytes, k, x, y + r);
