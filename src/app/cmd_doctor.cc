@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "kernels/dispatch.h"
+#include "kernels/read_calibration.h"
 #include "platform/cpu_features.h"
 #include "platform/registry_report.h"
 
@@ -17,6 +18,8 @@ void PrintCpuSection() {
               specd::DescribeKernelPaths().c_str());
   std::printf("  float ops dispatch now to Highway target %s\n",
               specd::kernels::ActiveFloatTarget());
+  std::printf("  decode reads one weight row at a time (--no-stream-decode: 4 side by side); %s\n",
+              specd::kernels::CalibrateStreamPrefetch().Summary().c_str());
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "kernels/read_calibration.h"
+
 namespace specd::app {
 
 void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
@@ -44,6 +46,11 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
                 "Decode (one-token matmuls) reads 4 weight rows side by side with software "
                 "prefetch instead of one row at a time front to back (A/B baseline; see "
                 "docs/performance.md)");
+  sub->add_option("--stream-prefetch", f->stream_prefetch,
+                  "Software prefetch along the row in stream decode: auto (default: measured once "
+                  "at start-up, on only where it reads faster on this machine; the choice is "
+                  "logged), on (1024 bytes ahead) or off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   sub->add_flag("--no-amx", f->no_amx,
                 "Do not use AMX tiles for Q8_0/Q4_0/BF16 matmuls of many tokens (prefill, "
                 "verify); they then run on AVX512-VNNI / AVX512-BF16 (A/B baseline; also "
@@ -92,6 +99,9 @@ RunnerOptions ToRunnerOptions(const EngineFlags& f) {
   o.pool_spin_us = f.pool_spin_us;
   o.weight_prefetch = !f.no_prefetch;
   o.stream_decode = !f.no_stream_decode;
+  o.stream_prefetch = f.stream_prefetch == "auto" ? -1
+                      : f.stream_prefetch == "on" ? kernels::kStreamPrefetchBytes
+                                                  : 0;
   o.amx = !f.no_amx;
   o.matmul_split =
       f.matmul_split == "static" ? kernels::MatMulSplit::kStatic : kernels::MatMulSplit::kDynamic;

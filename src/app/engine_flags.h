@@ -23,6 +23,7 @@ struct EngineFlags {
   double pool_spin_us = -1;
   bool no_prefetch = false;
   bool no_stream_decode = false;
+  std::string stream_prefetch = "auto";  // auto, on or off
   bool no_amx = false;
   int tp = 1;
 };

@@ -54,6 +54,10 @@ void SetWeightPrefetch(bool on);
 // differ in f32 rounding only for q4_0.
 bool StreamDecodeEnabled();
 void SetStreamDecode(bool on);
+// Bytes the stream decode kernels prefetch ahead along a row (default 0: none;
+// the model runner sets it from CalibrateStreamPrefetch(), read_calibration.h).
+int StreamPrefetchBytes();
+void SetStreamPrefetchBytes(int bytes);
 
 // Applies the probe's choice (and logs it once). Every kernel entry point calls
 // this; it is cheap after the first call.

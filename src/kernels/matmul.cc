@@ -6,6 +6,7 @@
 // weight row from L1 for all tokens in tiles of 4 or 16 tokens, so extra
 // tokens cost compute, not memory traffic; with AMX the 16-token tiles run on
 // the tile unit (quant_amx.cc).
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -51,6 +52,9 @@ ActScratch& Scratch() {
 std::atomic<MatMulSplit> g_split{MatMulSplit::kDynamic};
 std::atomic<bool> g_prefetch{true};
 std::atomic<bool> g_stream{true};
+// Bytes the stream decode kernels prefetch ahead along a row (0: none); set
+// from CalibrateStreamPrefetch() by the model runner.
+std::atomic<int> g_stream_prefetch{0};
 
 // Row chunks are multiples of 4 rows: the multi-row kernels work on groups of 4.
 constexpr int64_t kRowAlign = 4;
@@ -106,6 +110,7 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   acts.corr = corr_offset != 0 ? s.corr.data() : nullptr;
   // The row kernels read one row at a time (one stream per thread): with
   // stream decode on they need no software prefetch.
+  acts.stream_prefetch = g_stream_prefetch.load(std::memory_order_relaxed);
   acts.prefetch_rows =
       g_prefetch.load(std::memory_order_relaxed) && !g_stream.load(std::memory_order_relaxed) ? 4
                                                                                               : 0;
@@ -119,6 +124,7 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
     cpu::QuantGemvFn gemv = table->q4_0_gemv;
     if (g_stream.load(std::memory_order_relaxed) && table->q4_0_stream != nullptr) {
       table->build_stream_lanes(acts, &s.stream_qs, &s.stream_d, &g);
+      g.stream_prefetch = acts.stream_prefetch;
       gemv = table->q4_0_stream;
     }
     RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
@@ -240,6 +246,10 @@ bool WeightPrefetchEnabled() { return g_prefetch.load(std::memory_order_relaxed)
 void SetWeightPrefetch(bool on) { g_prefetch.store(on, std::memory_order_relaxed); }
 bool StreamDecodeEnabled() { return g_stream.load(std::memory_order_relaxed); }
 void SetStreamDecode(bool on) { g_stream.store(on, std::memory_order_relaxed); }
+int StreamPrefetchBytes() { return g_stream_prefetch.load(std::memory_order_relaxed); }
+void SetStreamPrefetchBytes(int bytes) {
+  g_stream_prefetch.store(std::max(0, bytes), std::memory_order_relaxed);
+}
 
 void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
                 int n_tokens, float* y, ThreadPool* pool) {
@@ -263,10 +273,12 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
       auto fn = w.dtype == DType::kF32   ? cpu::MatRowsF32
                 : w.dtype == DType::kF16 ? cpu::MatRowsF16
                                          : cpu::MatRowsBF16;
+      cpu::DecodeReads reads;
+      reads.stream = g_stream.load(std::memory_order_relaxed);
+      reads.stream_prefetch = g_stream_prefetch.load(std::memory_order_relaxed);
+      reads.prefetch_rows = g_prefetch.load(std::memory_order_relaxed) ? 4 : 0;
       RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
-        fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, x, n_tokens, y + r0, n_out,
-           g_prefetch.load(std::memory_order_relaxed) ? 4 : 0,
-           g_stream.load(std::memory_order_relaxed));
+        fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, x, n_tokens, y + r0, n_out, reads);
       });
       return;
     }

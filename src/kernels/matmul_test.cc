@@ -111,13 +111,23 @@ class QuantMatMulTest : public testing::TestWithParam<QuantCase> {
   }
 };
 
+// Decode layouts the tests cover: 0 stream (the default), 1 stream with
+// software prefetch along the row, 2 four rows side by side.
+constexpr const char* kDecodeModeNames[] = {"stream decode", "stream decode + prefetch",
+                                            "4-row decode"};
+void SetDecodeMode(int mode) {
+  SetStreamDecode(mode != 2);
+  SetStreamPrefetchBytes(mode == 1 ? 1024 : 0);
+}
+
 TEST_P(QuantMatMulTest, MatchesReferenceOnOddShapes) {
   const DType dtype = GetParam().dtype;
   ThreadPool pool(3);
-  // Both decode layouts: one row at a time (default) and 4 rows side by side.
-  for (bool stream : {true, false}) {
-    SCOPED_TRACE(stream ? "stream decode" : "4-row decode");
-    SetStreamDecode(stream);
+  // Every decode layout: one row at a time (default) without and with
+  // software prefetch along the row, and 4 rows side by side.
+  for (int mode : {0, 1, 2}) {
+    SCOPED_TRACE(kDecodeModeNames[mode]);
+    SetDecodeMode(mode);
     // cols: 1, 3, 5, 33 and 64 blocks; rows odd and even.
     for (int64_t cols : {32, 96, 160, 1056, 2048}) {
       // 33, 50: 16-row AMX groups and a rest on the AVX512-VNNI kernel.
@@ -159,7 +169,7 @@ TEST_P(QuantMatMulTest, MatchesReferenceOnOddShapes) {
       }
     }
   }
-  SetStreamDecode(true);
+  SetDecodeMode(0);
 }
 
 TEST_P(QuantMatMulTest, MatMulRowsSelectsRows) {
@@ -290,12 +300,12 @@ TEST_P(FloatMatMulTest, BatchedEqualsOneTokenBitwiseOnEveryTarget) {
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     SCOPED_TRACE(hwy::TargetName(target));
     SetFloatTargets(target);
-    for (bool stream : {true, false}) {
-      SCOPED_TRACE(stream ? "stream decode" : "4-row decode");
-      SetStreamDecode(stream);
+    for (int mode : {0, 1, 2}) {
+      SCOPED_TRACE(kDecodeModeNames[mode]);
+      SetDecodeMode(mode);
       CheckBatchInvariance(GetParam());
     }
-    SetStreamDecode(true);
+    SetDecodeMode(0);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/logging.h"
+#include "kernels/read_calibration.h"
 
 namespace specd {
 
@@ -27,6 +28,14 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
   kernels::SetMatMulSplit(options.matmul_split);
   kernels::SetWeightPrefetch(options.weight_prefetch);
   kernels::SetStreamDecode(options.stream_decode);
+  int stream_prefetch = options.weight_prefetch ? options.stream_prefetch : 0;
+  if (options.stream_decode && stream_prefetch < 0) {
+    const kernels::ReadCalibration& cal = kernels::CalibrateStreamPrefetch();
+    LogOnce(LogLevel::kInfo, "stream-prefetch-calibration", "load weights",
+            "decode reads: " + cal.Summary() + " (override: --stream-prefetch on|off)");
+    stream_prefetch = cal.stream_prefetch;
+  }
+  kernels::SetStreamPrefetchBytes(std::max(0, stream_prefetch));
   // Off always succeeds; on only where the probe chose AMX (SPECD_AMX=0 and
   // unsupported CPUs stay off, logged once by the probe).
   kernels::SetAmx(options.amx && GetKernelPaths().amx_int8);

@@ -29,6 +29,10 @@ struct RunnerOptions {
   bool weight_prefetch = true;
   // One-token matmuls read one weight row at a time (kernels::SetStreamDecode).
   bool stream_decode = true;
+  // Stream decode's software prefetch along a row: -1 measures once
+  // (kernels::CalibrateStreamPrefetch), 0 off, > 0 that many bytes ahead.
+  // weight_prefetch = false turns it off too.
+  int stream_prefetch = -1;
   // AMX tile kernels for Q8_0/Q4_0/BF16 matmuls of many tokens, where the CPU
   // and OS allow them (false: AVX512-VNNI / AVX512-BF16).
   bool amx = true;

@@ -13,16 +13,23 @@ namespace specd::kernels::cpu {
 
 // y[t * ldy + i] = sum_j W[i, j] * x[t * k + j] for i < n_rows, t < n_tokens.
 // w: n_rows rows of k elements (f32, f16 or bf16), row stride row_bytes.
-// One-token calls (decode) read the weights one of two ways, with the same
-// results: stream = true, one row at a time front to back (each thread's
-// weight traffic is one sequential stream); stream = false, 4 rows side by
-// side, prefetching the rows prefetch_rows further down when prefetch_rows > 0.
+// How a one-token call (decode) reads the weights; the results do not depend
+// on it. stream: one row at a time front to back (each thread's weight
+// traffic is one sequential stream; rows of k >= 4096 go 8 at a time in short
+// chunks, see float_ops.cc), prefetching stream_prefetch bytes ahead along the
+// row when > 0. Otherwise 4 rows side by side, prefetching the rows
+// prefetch_rows further down when > 0.
+struct DecodeReads {
+  bool stream = true;
+  int stream_prefetch = 0;
+  int prefetch_rows = 0;
+};
 void MatRowsF32(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                int n_tokens, float* y, int64_t ldy, int prefetch_rows, bool stream);
+                int n_tokens, float* y, int64_t ldy, const DecodeReads& reads);
 void MatRowsF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                int n_tokens, float* y, int64_t ldy, int prefetch_rows, bool stream);
+                int n_tokens, float* y, int64_t ldy, const DecodeReads& reads);
 void MatRowsBF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, const float* x,
-                 int n_tokens, float* y, int64_t ldy, int prefetch_rows, bool stream);
+                 int n_tokens, float* y, int64_t ldy, const DecodeReads& reads);
 
 void RmsNormF(const float* x, const float* w, int n_tokens, int dim, float eps, float* out);
 void RopeF(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,

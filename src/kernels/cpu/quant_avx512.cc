@@ -130,8 +130,13 @@ SPECD_AVX512_TARGET void Rows(const uint8_t* w, size_t row_bytes, int64_t n_rows
     const Block* row = reinterpret_cast<const Block*>(w + r * row_bytes);
     int t0 = 0;
     if (a.n_tokens == 1) {
-      // Decode streams the weights once: prefetch rows ahead (see GemvQ4Group).
-      RowTile<1>(row, a, 0, y + r, ldy, row_bytes, a.prefetch_rows);
+      // Decode streams the weights once: prefetch rows ahead (see GemvQ4Group)
+      // or, reading one row at a time, bytes ahead along the row.
+      if (a.prefetch_rows == 0 && a.stream_prefetch > 0) {
+        RowTile<1>(row, a, 0, y + r, ldy, static_cast<size_t>(a.stream_prefetch), 1);
+      } else {
+        RowTile<1>(row, a, 0, y + r, ldy, row_bytes, a.prefetch_rows);
+      }
       continue;
     }
     for (; t0 + 4 <= a.n_tokens; t0 += 4) RowTile<4>(row, a, t0, y + r, ldy);

@@ -36,6 +36,9 @@ struct QuantizedActs {
   const int32_t* corr = nullptr;  // (n_tokens, nb, 8); null when corr_offset == 0
   // The kernels prefetch the weight rows this many rows ahead (0: off).
   int prefetch_rows = 0;
+  // One-token row kernels when prefetch_rows == 0 (stream decode): prefetch
+  // this many bytes ahead along the row (0: off; see read_calibration.h).
+  int stream_prefetch = 0;
 };
 
 // Quantizes one row: x (k) -> qs (k), d (k/32) and, when corr_offset != 0,
@@ -127,6 +130,8 @@ struct GemvActs {
   // Row-stream kernel only: (n_tokens, nb / 4, 16): lane l of group g is
   // d[4g + l / 4], the scale of the block lane l belongs to.
   const float* d_lanes = nullptr;
+  // Row-stream kernel only: prefetch this many bytes ahead along the row (0: off).
+  int stream_prefetch = 0;
 };
 // The corrections of every token of `a` (a.corr must be set); storage sized
 // by the callee.
