@@ -108,12 +108,12 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   acts.qs = s.qs.data();
   acts.d = s.d.data();
   acts.corr = corr_offset != 0 ? s.corr.data() : nullptr;
-  // The row kernels read one row at a time (one stream per thread): with
-  // stream decode on they need no software prefetch.
-  acts.stream_prefetch = g_stream_prefetch.load(std::memory_order_relaxed);
-  acts.prefetch_rows =
-      g_prefetch.load(std::memory_order_relaxed) && !g_stream.load(std::memory_order_relaxed) ? 4
-                                                                                              : 0;
+  // Stream decode (one token): the kernels read one row at a time, one
+  // stream per thread, and prefetch along the row if at all (stream_prefetch);
+  // every other call prefetches the rows 4 rows further down.
+  const bool stream = n_tokens == 1 && g_stream.load(std::memory_order_relaxed);
+  acts.stream_prefetch = stream ? g_stream_prefetch.load(std::memory_order_relaxed) : 0;
+  acts.prefetch_rows = g_prefetch.load(std::memory_order_relaxed) && !stream ? 4 : 0;
   cpu::QuantRowsFn fn = q4 ? table->q4_0 : table->q8_0;
   // Q4_0 up to 4 tokens (decode, small verify passes): 4 rows per vector,
   // each block unpacked once for every token.
@@ -122,7 +122,11 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
     cpu::GemvActs g;
     table->build_gemv_acts(acts, &s.gemv_corr, &g);
     cpu::QuantGemvFn gemv = table->q4_0_gemv;
-    if (g_stream.load(std::memory_order_relaxed) && table->q4_0_stream != nullptr) {
+    // One token: the row-stream kernel. 2-4 tokens stay on the 4-row kernel,
+    // which shares the scale work among the tokens: 1B Q4_0 at 1 thread on a
+    // Zen 4 guest, forwards of 2 / 3 / 4 tokens 69-77 / 79-91 / 97-104 ms
+    // there, 80 / 92-106 / 123-140 ms on the row-stream kernel.
+    if (stream && table->q4_0_stream != nullptr) {
       table->build_stream_lanes(acts, &s.stream_qs, &s.stream_d, &g);
       g.stream_prefetch = acts.stream_prefetch;
       gemv = table->q4_0_stream;
