@@ -40,8 +40,9 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
                   "leaves the core to other ranks")
       ->check(CLI::Range(0.0, 100000.0));
   sub->add_flag("--no-prefetch", f->no_prefetch,
-                "Do not prefetch weight rows in software in the decode kernels (A/B baseline; "
-                "only the --no-stream-decode kernels prefetch)");
+                "Do not prefetch weight rows in software in any matmul kernel: neither rows "
+                "ahead (multi-token and --no-stream-decode kernels) nor along the row "
+                "(--stream-prefetch) (A/B baseline)");
   sub->add_flag("--no-stream-decode", f->no_stream_decode,
                 "Decode (one-token matmuls) reads 4 weight rows side by side with software "
                 "prefetch instead of one row at a time front to back (A/B baseline; see "
