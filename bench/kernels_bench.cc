@@ -26,6 +26,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
+#include "kernels/read_calibration.h"
 #include "kernels/thread_pool.h"
 #include "tensor/dtype.h"
 
@@ -65,56 +66,12 @@ const BigArrayT& BigArray() {
   return a;
 }
 
-// Sum with 4 independent 8-float vector accumulators (GCC vector extension),
-// so the loop is limited by memory, not by add latency. The load width
-// matters: on a Zen 4 guest the same loop read 17 GB/s with 16-byte SSE loads
-// and 29-30 with 32-byte AVX2 loads (one thread), so x86 CPUs with AVX2 run
-// the AVX2 build of the loop. Software prefetch 1 KiB ahead or none: which one
-// reads faster depends on the machine (without it a single thread read ~6 GB/s
-// on one Intel VM where the prefetching decode kernels reached 9; with it the
-// Zen 4 guest read less), so the probe runs both and the attainable bandwidth
-// is the faster of the two.
-#define SPECD_SUM_RANGE_BODY                         \
-  typedef float V8 __attribute__((vector_size(32))); \
-  V8 acc[4] = {};                                    \
-  int64_t i = 0;                                     \
-  for (; i + 32 <= n; i += 32) {                     \
-    if (kPrefetch) {                                 \
-      __builtin_prefetch(p + i + 256);               \
-      __builtin_prefetch(p + i + 272);               \
-    }                                                \
-    for (int j = 0; j < 4; ++j) {                    \
-      V8 v;                                          \
-      std::memcpy(&v, p + i + 8 * j, sizeof(v));     \
-      acc[j] += v;                                   \
-    }                                                \
-  }                                                  \
-  V8 t = acc[0] + acc[1] + acc[2] + acc[3];          \
-  float s = 0;                                       \
-  for (int j = 0; j < 8; ++j) s += t[j];             \
-  for (; i < n; ++i) s += p[i];                      \
-  return s;
-
-template <bool kPrefetch>
-float SumRangeBaseline(const float* p, int64_t n) {
-  SPECD_SUM_RANGE_BODY
-}
-#if defined(__x86_64__)
-template <bool kPrefetch>
-__attribute__((target("avx2"))) float SumRangeAvx2(const float* p, int64_t n) {
-  SPECD_SUM_RANGE_BODY
-}
-#endif
-#undef SPECD_SUM_RANGE_BODY
-
-template <bool kPrefetch>
-float SumRange(const float* p, int64_t n) {
-#if defined(__x86_64__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return SumRangeAvx2<kPrefetch>(p, n);
-#endif
-  return SumRangeBaseline<kPrefetch>(p, n);
-}
+// The read loop is kernels::SumFloats (read_calibration.h: 32-byte loads,
+// AVX2 where present). Software prefetch 1 KiB ahead or none: which one reads
+// faster depends on the machine (without it a single thread read ~6 GB/s on
+// one Intel VM where the prefetching decode kernels reached 9; with it a Zen 4
+// guest read less), so the probe runs both and the attainable bandwidth is
+// the faster of the two.
 
 void BM_ReadBandwidth(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
@@ -126,8 +83,7 @@ void BM_ReadBandwidth(benchmark::State& state) {
     pool->ParallelFor(threads, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         int64_t chunk = static_cast<int64_t>(a.size) / threads;
-        partial[t * 16] = prefetch ? SumRange<true>(a.data + t * chunk, chunk)
-                                   : SumRange<false>(a.data + t * chunk, chunk);
+        partial[t * 16] = SumFloats(a.data + t * chunk, chunk, prefetch);
       }
     });
     benchmark::DoNotOptimize(partial.data());

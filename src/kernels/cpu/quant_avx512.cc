@@ -10,6 +10,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "kernels/cpu/avx512_common.h"
+
 // GCC 12 flags the deliberately undefined upper lanes inside its own AVX-512
 // intrinsics (_mm256_undefined_pd) as uninitialized.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -18,19 +20,6 @@
 namespace specd::kernels::cpu {
 namespace {
 
-#define SPECD_AVX512_TARGET \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-
-// Sum of 16 floats. (GCC 12's _mm512_reduce_add_ps trips -Wuninitialized.)
-SPECD_AVX512_TARGET inline float ReduceAdd512(__m512 v) {
-  __m256 lo = _mm512_castps512_ps256(v);
-  __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-  __m256 s8 = _mm256_add_ps(lo, hi);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // The 64 unsigned weight bytes of blocks b, b+1 in activation order:
 // [blk b elems 0..31 | blk b+1 elems 0..31].

@@ -22,33 +22,17 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "kernels/cpu/avx512_common.h"
+
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace specd::kernels::cpu {
 namespace {
 
-#define SPECD_AVX512_TARGET \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
 constexpr int64_t kBlockBytes = static_cast<int64_t>(sizeof(BlockQ4_0));
 static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block: f16 scale + 16 nibble bytes");
-
-SPECD_AVX512_TARGET inline float ReduceAdd512(__m512 v) {
-  __m256 lo = _mm512_castps512_ps256(v);
-  __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-  __m256 s8 = _mm256_add_ps(lo, hi);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-SPECD_AVX512_TARGET inline float ReduceAdd128(__m128 s) {
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 template <int T>
 SPECD_AVX512_TARGET void StreamQ4Row(const uint8_t* row, const GemvActs& g, float* y,
