@@ -167,7 +167,28 @@ TEST_F(BenchCliTest, ThreadingFlagsGiveTheSameGreedyTokens) {
   EXPECT_EQ(tokens("--threads 2 --matmul-split static --pool-spin-us 0"), base);
   EXPECT_EQ(tokens("--threads 3 --matmul-split dynamic --pool-spin-us 200"), base);
   EXPECT_EQ(tokens("--threads 2 --no-prefetch"), base);
+  // Every decode layout computes the same sums (float weights: bitwise).
+  EXPECT_EQ(tokens("--no-stream-decode"), base);
+  EXPECT_EQ(tokens("--stream-prefetch on"), base);
+  EXPECT_EQ(tokens("--stream-prefetch off"), base);
   int status = -1;
+  // stats records the decode layout and the prefetch distance that ran.
+  const json on = json::parse(RunCommand(SpecdBinary() + " generate --model " + model_ +
+                                             " --prompt-ids 1 --max-tokens 1 --json "
+                                             "--stream-prefetch on 2>/dev/null",
+                                         &status));
+  EXPECT_EQ(on["stats"]["stream_decode"], true);
+  EXPECT_EQ(on["stats"]["stream_prefetch"], 1024);
+  const json off = json::parse(RunCommand(SpecdBinary() + " generate --model " + model_ +
+                                              " --prompt-ids 1 --max-tokens 1 --json "
+                                              "--no-stream-decode 2>/dev/null",
+                                          &status));
+  EXPECT_EQ(off["stats"]["stream_decode"], false);
+  std::string bad = RunCommand(SpecdBinary() + " generate --model " + model_ +
+                                   " --prompt-ids 1 --stream-prefetch sometimes 2>&1",
+                               &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(bad.find("--stream-prefetch"), std::string::npos) << bad;
   std::string err = RunCommand(SpecdBinary() + " generate --model " + model_ +
                                    " --prompt-ids 1 --matmul-split sideways 2>&1",
                                &status);

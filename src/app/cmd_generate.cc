@@ -198,7 +198,9 @@ Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
                   {"decode_s", st.decode_s},
                   {"weight_bytes", st.weight_bytes},
                   {"threads", runner->pool()->size()},
-                  {"amx", kernels::AmxActive()}};
+                  {"amx", kernels::AmxActive()},
+                  {"stream_decode", kernels::StreamDecodeEnabled()},
+                  {"stream_prefetch", kernels::StreamPrefetchBytes()}};
     // Rank 0's seconds inside collectives during decode (waits for the
     // other ranks included): comm_s / decode_s is communication's share.
     j["stats"]["comm_s"] = st.comm_s;
