@@ -2,6 +2,7 @@
 // vpdpbusd with the weight as the unsigned operand (see quant_kernels.h for
 // the offset correction). Compiled with a function target attribute; chosen at
 // run time by the platform probe.
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/quant_kernels.h"
@@ -148,6 +149,33 @@ SPECD_AVX512_TARGET void RowsQ4(const uint8_t* w, size_t row_bytes, int64_t n_ro
   Rows<BlockQ4_0>(w, row_bytes, n_rows, a, y, ldy);
 }
 
+// How the token-lane and quad kernels prefetch their next row group while
+// they work on one (`next`: the group's first row; called once per block b).
+// Q8_0: one sequential stream over the group (GroupPrefetcher). Q4_0: each
+// row at the block being worked on, every 2 blocks; the sequential stream was
+// slower there at 8-16 tokens, where the Q4_0 kernels are compute-bound
+// (docs/performance.md, "Multi-token kernels from DRAM").
+template <int R, typename Block>
+class NextGroupPrefetch {
+ public:
+  NextGroupPrefetch(const char* next, size_t row_bytes, int64_t nb)
+      : next_(next), row_bytes_(row_bytes), linear_(next, R * static_cast<int64_t>(row_bytes), nb) {}
+  // Inlined: a call in the block loop would spill every zmm accumulator.
+  SPECD_AVX512_TARGET __attribute__((always_inline)) inline void AtBlock(int64_t b) {
+    if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+      linear_.Step();
+    } else if ((b & 1) == 0) {
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) _mm_prefetch(next_ + r * row_bytes_ + b * sizeof(Block), _MM_HINT_T0);
+    }
+  }
+
+ private:
+  const char* next_;
+  size_t row_bytes_;
+  GroupPrefetcher linear_;
+};
+
 // The f32 scales of blocks [0, nb) of one row: 16 f16 scales per gather (the
 // blocks are sizeof(Block) bytes apart; each dword read stays inside a block).
 template <typename Block>
@@ -194,12 +222,10 @@ SPECD_AVX512_TARGET void TiledRowGroup(const uint8_t* w, size_t row_bytes, const
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     // Prefetch the next row group (see QuadRowGroup) during the first tile.
     const bool prefetch = tile == 0 && a.prefetch_rows > 0;
-    const char* next = reinterpret_cast<const char*>(w) + a.prefetch_rows * row_bytes;
+    NextGroupPrefetch<R, Block> pf(reinterpret_cast<const char*>(w) + a.prefetch_rows * row_bytes,
+                                   row_bytes, nb);
     for (int64_t b = 0; b < nb; ++b) {
-      if (prefetch && (b & 1) == 0) {
-        #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) _mm_prefetch(next + r * row_bytes + b * sizeof(Block), _MM_HINT_T0);
-      }
+      if (prefetch) pf.AtBlock(b);
       __m512i av[8];
       #pragma GCC unroll 16
       for (int g = 0; g < 8; ++g) av[g] = _mm512_loadu_si512(aq + b * 512 + g * 64);
@@ -315,10 +341,11 @@ SPECD_AVX512_TARGET void QuadRowGroup(const uint8_t* w, size_t row_bytes, const 
   const int8_t* aq = a.qs + static_cast<int64_t>(q0) * nb * 128;
   const int32_t* ac = a.corr + static_cast<int64_t>(q0) * nb * 16;
   const float* ad = a.d + static_cast<int64_t>(q0) * nb * 16;
-  // Software prefetch of the next row group (a.prefetch_rows ahead) at the
-  // blocks being worked on, once per 2 blocks per row: without it a verify
-  // pass waited on the weight stream like an unprefetched decode step.
-  const char* next = reinterpret_cast<const char*>(w) + a.prefetch_rows * row_bytes;
+  // Software prefetch of the next row group (a.prefetch_rows ahead) while
+  // working on this one: without it a verify pass waited on the weight stream
+  // like an unprefetched decode step.
+  NextGroupPrefetch<R, Block> pf(reinterpret_cast<const char*>(w) + a.prefetch_rows * row_bytes,
+                                 row_bytes, nb);
   for (int64_t b = 0; b < nb; ++b) {
     if ((b & 3) == 0) {
       const int64_t left = nb - b;
@@ -327,10 +354,7 @@ SPECD_AVX512_TARGET void QuadRowGroup(const uint8_t* w, size_t row_bytes, const 
                                                       gidx, &rows[0][b], 1);
       _mm512_store_ps(dws, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)));
     }
-    if (a.prefetch_rows > 0 && (b & 1) == 0) {
-      #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) _mm_prefetch(next + r * row_bytes + b * sizeof(Block), _MM_HINT_T0);
-    }
+    if (a.prefetch_rows > 0) pf.AtBlock(b);
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       __m512i lo, hi;
