@@ -97,8 +97,11 @@ HWY_INLINE void TilePhase(const typename L::T* const* wr, const float* const* xt
 // so the tile keeps one accumulator per (row, token) in registers.
 // ahead (one-token decode only): the same offsets R rows further down are
 // prefetched, since decode makes a single pass over the weights.
+// Not inlined: inlined into the row loop, GCC 12 kept 7 of the 16
+// accumulators of the 4 x 4 tile on the stack (an FMA from memory and a store
+// per step); on its own it keeps them in registers (4 x 4 and 4 x 5 tiles).
 template <int R, int T, class L>
-HWY_INLINE void RowsTile(const uint8_t* w, size_t row_bytes, int64_t k, const float* x, int t0,
+HWY_NOINLINE void RowsTile(const uint8_t* w, size_t row_bytes, int64_t k, const float* x, int t0,
                          float* y, int64_t ldy, const uint8_t* ahead = nullptr) {
   using V = hn::Vec<DF>;
   using WT = typename L::T;
@@ -220,23 +223,30 @@ constexpr int kTileTokens = 6;
 constexpr int kTileTokens = 2;
 #endif
 
-// R rows (the same R for the whole call) against every token. ahead: the
-// next rows to prefetch during the first token tile (null: none).
+// R rows (the same R for the whole call) against every token, in
+// ceil(n_tokens / kTileTokens) tiles of sizes that differ by at most one
+// (8 tokens: 4 + 4, not 6 + 2): a tile's cost is mostly its weight widening,
+// the same for any T, and the 4 x 2..3 tiles run slowest (GCC 12 keeps some
+// of their accumulators on the stack). The sums do not depend on the split.
+// ahead: the next rows to prefetch during the first token tile (null: none).
 template <int R, class L>
 HWY_INLINE void RowsAllTokens(const uint8_t* w, size_t row_bytes, int64_t k, const float* x,
                               int n_tokens, float* y, int64_t ldy, const uint8_t* ahead) {
+  const int n_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
   int t0 = 0;
-  for (; t0 + kTileTokens <= n_tokens; t0 += kTileTokens) {
-    RowsTile<R, kTileTokens, L>(w, row_bytes, k, x, t0, y, ldy, t0 == 0 ? ahead : nullptr);
-  }
-  const uint8_t* a = t0 == 0 ? ahead : nullptr;
-  switch (n_tokens - t0) {
-    case 5: RowsTile<R, 5, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
-    case 4: RowsTile<R, 4, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
-    case 3: RowsTile<R, 3, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
-    case 2: RowsTile<R, 2, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
-    case 1: RowsTile<R, 1, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
-    default: break;
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const int t1 = static_cast<int>(static_cast<int64_t>(n_tokens) * (tile + 1) / n_tiles);
+    const uint8_t* a = tile == 0 ? ahead : nullptr;
+    switch (t1 - t0) {
+      case 6: RowsTile<R, 6, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
+      case 5: RowsTile<R, 5, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
+      case 4: RowsTile<R, 4, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
+      case 3: RowsTile<R, 3, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
+      case 2: RowsTile<R, 2, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
+      case 1: RowsTile<R, 1, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
+      default: break;
+    }
+    t0 = t1;
   }
 }
 
