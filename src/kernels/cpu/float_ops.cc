@@ -97,11 +97,8 @@ HWY_INLINE void TilePhase(const typename L::T* const* wr, const float* const* xt
 // so the tile keeps one accumulator per (row, token) in registers.
 // ahead (one-token decode only): the same offsets R rows further down are
 // prefetched, since decode makes a single pass over the weights.
-// Not inlined: inlined into the row loop, GCC 12 kept 7 of the 16
-// accumulators of the 4 x 4 tile on the stack (an FMA from memory and a store
-// per step); on its own it keeps them in registers (4 x 4 and 4 x 5 tiles).
 template <int R, int T, class L>
-HWY_NOINLINE void RowsTile(const uint8_t* w, size_t row_bytes, int64_t k, const float* x, int t0,
+HWY_INLINE void RowsTile(const uint8_t* w, size_t row_bytes, int64_t k, const float* x, int t0,
                          float* y, int64_t ldy, const uint8_t* ahead = nullptr) {
   using V = hn::Vec<DF>;
   using WT = typename L::T;
@@ -131,6 +128,17 @@ HWY_NOINLINE void RowsTile(const uint8_t* w, size_t row_bytes, int64_t k, const 
       y[(t0 + t) * ldy + r] = s;
     }
   }
+}
+
+// RowsTile, not inlined from 4 tokens: inlined into the row loop, GCC 12 kept
+// 7 of the 16 accumulators of the 4 x 4 tile on the stack (an FMA from memory
+// and a store per step); on its own it keeps those of the 4 x 4..6 tiles in
+// registers. The 4 x 2 tile fares worse on its own (12 stack accesses per
+// step) than inlined.
+template <int R, int T, class L>
+HWY_NOINLINE void RowsTileOutlined(const uint8_t* w, size_t row_bytes, int64_t k, const float* x,
+                                   int t0, float* y, int64_t ldy, const uint8_t* ahead) {
+  RowsTile<R, T, L>(w, row_bytes, k, x, t0, y, ldy, ahead);
 }
 
 // One row against one token with both chains in one loop (the decode kernel:
@@ -238,9 +246,9 @@ HWY_INLINE void RowsAllTokens(const uint8_t* w, size_t row_bytes, int64_t k, con
     const int t1 = static_cast<int>(static_cast<int64_t>(n_tokens) * (tile + 1) / n_tiles);
     const uint8_t* a = tile == 0 ? ahead : nullptr;
     switch (t1 - t0) {
-      case 6: RowsTile<R, 6, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
-      case 5: RowsTile<R, 5, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
-      case 4: RowsTile<R, 4, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
+      case 6: RowsTileOutlined<R, 6, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
+      case 5: RowsTileOutlined<R, 5, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
+      case 4: RowsTileOutlined<R, 4, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
       case 3: RowsTile<R, 3, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
       case 2: RowsTile<R, 2, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
       case 1: RowsTile<R, 1, L>(w, row_bytes, k, x, t0, y, ldy, a); break;
