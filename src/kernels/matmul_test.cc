@@ -220,7 +220,7 @@ void CheckFloatMatMul(DType dtype, double rel_tol) {
   for (int64_t cols : {1, 13, 64, 77, 300}) {
     for (int64_t rows : {1, 5, 31}) {
       Weights w = MakeWeights(dtype, rows, cols, static_cast<uint32_t>(rows + 17 * cols));
-      for (int n_tokens : {1, 3, 7, 16, 33}) {
+      for (int n_tokens : {1, 3, 7, 8, 10, 16, 33}) {
         SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
                      " n_tokens=" + std::to_string(n_tokens));
         std::vector<float> x = MakeActs(n_tokens, cols, static_cast<uint32_t>(n_tokens * 3 + cols));
@@ -264,12 +264,14 @@ TEST_P(FloatMatMulTest, EveryHighwayTargetMatchesReference) {
 // A token's outputs are bitwise the same whether it is multiplied alone
 // (decode) or inside a batch of any size at any offset (prefill, verify):
 // speculative greedy decoding relies on it to reproduce plain greedy tokens.
+// Token counts cover every float tile split (7 = 4 + 3, 8 = 4 + 4,
+// 11 = 6 + 5, 13 = 5 + 4 + 4, 16 = 6 + 5 + 5 on AVX-512).
 void CheckBatchInvariance(DType dtype) {
   for (int64_t cols : {13, 64, 300, 2048, 4100, 4112}) {
     if (cols % DTypeBlockElems(dtype) != 0) continue;
     for (int64_t rows : {1, 7, 33}) {
       Weights w = MakeWeights(dtype, rows, cols, static_cast<uint32_t>(rows * 5 + cols));
-      for (int n_tokens : {2, 5, 6, 7, 13, 16}) {
+      for (int n_tokens : {2, 5, 6, 7, 8, 11, 13, 16}) {
         SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
                      " n_tokens=" + std::to_string(n_tokens));
         std::vector<float> x = MakeActs(n_tokens, cols, static_cast<uint32_t>(n_tokens + cols));
