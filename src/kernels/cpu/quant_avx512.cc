@@ -469,12 +469,12 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
       acc[t][parity] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), scale[t], acc[t][parity]);
     }
   };
-  // Software prefetch of the next row group at the blocks being worked on,
-  // once per 2 blocks (36 bytes) per row: the hardware prefetcher alone left
-  // a decode step well below the machine's read bandwidth (--no-prefetch,
-  // docs/performance.md). Prefetches past the matrix do not fault.
+  // Software prefetch of the next row group as one sequential stream (see
+  // GroupPrefetcher): the hardware prefetcher alone left a decode step well
+  // below the machine's read bandwidth (--no-prefetch, docs/performance.md).
   const bool prefetch = g.prefetch_rows > 0;
-  const char* next = reinterpret_cast<const char*>(w) + g.prefetch_rows * row_bytes;
+  GroupPrefetcher pf(reinterpret_cast<const char*>(w) + g.prefetch_rows * row_bytes,
+                     4 * static_cast<int64_t>(row_bytes), nb / 4 > 0 ? nb / 4 : 1);
   // Scale lanes of block j: rows 0..3 of block j, each repeated over a lane.
   const __m512i s0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   const __m512i sj[4] = {s0, _mm512_add_epi32(s0, _mm512_set1_epi32(4)),
@@ -482,16 +482,7 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
                          _mm512_add_epi32(s0, _mm512_set1_epi32(12))};
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
-    if (prefetch) {
-      #pragma GCC unroll 4
-      for (int h = 0; h < 2; ++h) {
-        const char* p = next + (b + 2 * h) * sizeof(BlockQ4_0);
-        _mm_prefetch(p, _MM_HINT_T0);
-        _mm_prefetch(p + row_bytes, _MM_HINT_T0);
-        _mm_prefetch(p + 2 * row_bytes, _MM_HINT_T0);
-        _mm_prefetch(p + 3 * row_bytes, _MM_HINT_T0);
-      }
-    }
+    if (prefetch) pf.Step();
     const __m512i raw = _mm512_i32gather_epi32(gidx, r0 + b * sizeof(BlockQ4_0), 1);
     const __m512 dw16 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
     // Lane 4j + r: f16(dw[r, b + j]) * da[t, b + j].
