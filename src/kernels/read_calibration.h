@@ -30,8 +30,9 @@ constexpr double kPrefetchMinGain = 1.05;
 float SumFloats(const float* p, int64_t n, bool prefetch);
 
 // Runs the measurement the first time (reads a buffer of twice the last-level
-// cache, 64-512 MiB, alternating plain and prefetching passes; ~0.1-0.3 s) and
-// returns the cached result afterwards. Thread-safe.
+// cache, 64-256 MiB, alternating plain and prefetching passes; ~0.1-0.3 s, more
+// where a VM faults fresh memory in slowly) and returns the cached result
+// afterwards. Thread-safe.
 const ReadCalibration& CalibrateStreamPrefetch();
 
 }  // namespace specd::kernels
