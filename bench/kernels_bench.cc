@@ -199,8 +199,8 @@ void BM_MatMul(benchmark::State& state) {
 
 void MatMulArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"dtype", "rows", "cols", "tok", "thr"});
-  // dtype index into kDtypes: 4 = q4_0, 3 = q8_0, 1 = f16.
-  for (int dt : {4, 3, 1}) {
+  // dtype index into kDtypes: 4 = q4_0, 3 = q8_0, 1 = f16, 2 = bf16.
+  for (int dt : {4, 3, 1, 2}) {
     for (auto [rows, cols] :
          {std::pair{512, 2048}, {2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}}) {
       for (int tok : {1, 2, 4, 8, 12, 16, 64}) {
