@@ -164,27 +164,37 @@ SPECD_AVX512_TARGET void RowsQ4(const uint8_t* w, size_t row_bytes, int64_t n_ro
 // Q8_0: one sequential stream over the group (GroupPrefetcher). Q4_0: each
 // row at the block being worked on, every 2 blocks; the sequential stream was
 // slower there at 8-16 tokens, where the Q4_0 kernels are compute-bound
-// (docs/performance.md, "Multi-token kernels from DRAM").
+// (docs/performance.md, "Multi-token kernels from DRAM"). Both take
+// (next, row_bytes, blocks per row).
 template <int R, typename Block>
-class NextGroupPrefetch {
+class RowwisePrefetch {
  public:
-  NextGroupPrefetch(const char* next, size_t row_bytes, int64_t nb)
-      : next_(next), row_bytes_(row_bytes), linear_(next, R * static_cast<int64_t>(row_bytes), nb) {}
+  RowwisePrefetch(const char* next, size_t row_bytes, int64_t /*nb*/)
+      : next_(next), row_bytes_(row_bytes) {}
   // Inlined: a call in the block loop would spill every zmm accumulator.
   SPECD_AVX512_TARGET __attribute__((always_inline)) inline void AtBlock(int64_t b) {
-    if constexpr (std::is_same_v<Block, BlockQ8_0>) {
-      linear_.Step();
-    } else if ((b & 1) == 0) {
-      #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) _mm_prefetch(next_ + r * row_bytes_ + b * sizeof(Block), _MM_HINT_T0);
-    }
+    if ((b & 1) != 0) return;
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) _mm_prefetch(next_ + r * row_bytes_ + b * sizeof(Block), _MM_HINT_T0);
   }
 
  private:
   const char* next_;
   size_t row_bytes_;
-  GroupPrefetcher linear_;
 };
+template <int R, typename Block>
+class SequentialPrefetch {
+ public:
+  SequentialPrefetch(const char* next, size_t row_bytes, int64_t nb)
+      : stream_(next, R * static_cast<int64_t>(row_bytes), nb) {}
+  __attribute__((always_inline)) inline void AtBlock(int64_t) { stream_.Step(); }
+
+ private:
+  GroupPrefetcher stream_;
+};
+template <int R, typename Block>
+using NextGroupPrefetch = std::conditional_t<std::is_same_v<Block, BlockQ8_0>,
+                                             SequentialPrefetch<R, Block>, RowwisePrefetch<R, Block>>;
 
 // The f32 scales of blocks [0, nb) of one row: 16 f16 scales per gather (the
 // blocks are sizeof(Block) bytes apart; each dword read stays inside a block).
