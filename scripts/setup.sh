@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package specd needs to build, test and benchmark.
-# Safe to re-run; skips apt when everything is already installed.
+# Safe to re-run; skips apt when everything is already installed. The Python
+# test references (tokenizers, jinja2, openai, tiktoken) are pinned PyPI
+# packages installed into .venv by scripts/setup-python.sh.
 set -euo pipefail
 
 PACKAGES=(
@@ -10,18 +12,13 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   time gnuplot-nox
+  python3 python3-venv
 )
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# Node.js + npm run the reference tests (tokenizers, chat templates, the openai
-# client). A machine may already have them from another source (e.g. NodeSource,
-# whose nodejs conflicts with Debian's npm package): install only when absent.
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  missing+=(nodejs npm)
-fi
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"

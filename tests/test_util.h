@@ -8,15 +8,18 @@
 #include <filesystem>
 #include <string>
 
+#include "base/test_reference.h"
+
 namespace specd::testing {
 
 inline std::string SharedData() { return SPECD_SHARED_DATA; }
 inline bool HaveSharedData() { return std::filesystem::exists(SharedData() + "/models"); }
 
-#define SKIP_WITHOUT_SHARED_DATA()                                                         \
-  if (!::specd::testing::HaveSharedData())                                                 \
-  GTEST_SKIP() << "shared test data not found at " << ::specd::testing::SharedData()       \
-               << " (golden models live outside the repository)"
+// Skips (user's machine) or fails (CI=true) when ../shared/data is absent.
+#define SKIP_WITHOUT_SHARED_DATA()                                                       \
+  if (!::specd::testing::HaveSharedData())                                               \
+  SPECD_REFERENCE_MISSING("shared test data not found at " << ::specd::testing::SharedData() \
+                          << " (golden models live outside the repository)")
 
 // A fresh temporary directory, removed at destruction.
 class TempDir {

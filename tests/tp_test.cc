@@ -184,7 +184,7 @@ TEST_F(TpTest, SigintOrSigtermToSupervisorStopsEveryRank) {
 // started by Open MPI": the same greedy tokens as --tp 1.
 TEST_F(TpTest, MpirunRanksGiveTheSameGreedyTokens) {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "mpirun not installed (Open MPI)";
+    SPECD_REFERENCE_MISSING("mpirun not installed (Open MPI; scripts/setup.sh installs it)");
   std::vector<int> one = Tokens("--tp 1");
   ASSERT_EQ(one.size(), 24u);
   // Leak checks off in the ranks (sanitizer builds): Open MPI's unloaded

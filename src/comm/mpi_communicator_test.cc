@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/test_reference.h"
 #include "comm/comm_test_util.h"
 #include "comm/mpi_communicator.h"
 
@@ -44,7 +45,7 @@ int RunMpirun(int np, const std::string& extra, std::string* output) {
 bool HaveMpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
 
 TEST(MpiBackend, TwoRanksSharedMemoryHost) {
-  if (!HaveMpirun()) GTEST_SKIP() << "mpirun not installed";
+  if (!HaveMpirun()) SPECD_REFERENCE_MISSING("mpirun not installed (Open MPI)");
   std::string out;
   int rc = RunMpirun(2, "-x SPECD_TEST_EXPECT_BACKEND=shm", &out);
   EXPECT_EQ(rc, 0) << out;
@@ -53,7 +54,7 @@ TEST(MpiBackend, TwoRanksSharedMemoryHost) {
 
 // btl tcp,self: MPI traffic goes through TCP as between separate hosts.
 TEST(MpiBackend, TwoRanksPlainMpiOverTcp) {
-  if (!HaveMpirun()) GTEST_SKIP() << "mpirun not installed";
+  if (!HaveMpirun()) SPECD_REFERENCE_MISSING("mpirun not installed (Open MPI)");
   std::string out;
   int rc = RunMpirun(2,
                      "--mca btl tcp,self -x SPECD_ALLREDUCE_ALGO=mpi "
@@ -65,7 +66,7 @@ TEST(MpiBackend, TwoRanksPlainMpiOverTcp) {
 
 // Two fake hosts of two ranks each: shm inside, MPI between leaders.
 TEST(MpiBackend, FourRanksHierarchical) {
-  if (!HaveMpirun()) GTEST_SKIP() << "mpirun not installed";
+  if (!HaveMpirun()) SPECD_REFERENCE_MISSING("mpirun not installed (Open MPI)");
   std::string out;
   int rc = RunMpirun(4,
                      "--mca btl tcp,self -x SPECD_MPI_FAKE_HOST_SIZE=2 "

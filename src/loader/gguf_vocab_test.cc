@@ -8,6 +8,7 @@
 
 #include <set>
 
+#include "base/test_reference.h"
 #include "loader/checkpoint.h"
 #include "loader/fixture.h"
 
@@ -18,7 +19,7 @@ std::string SharedData(const std::string& rel) { return std::string(SPECD_SHARED
 
 TEST(GgufVocabTest, ReadsSpmVocabOnlyFile) {
   const std::string path = SharedData("tokenizer-tests/ggml-vocab-llama-spm.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  if (!std::filesystem::exists(path)) SPECD_REFERENCE_MISSING("shared data absent: " << path);
   auto v = ReadGgufVocab(path);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ(v->model, "llama");
@@ -38,7 +39,7 @@ TEST(GgufVocabTest, ReadsSpmVocabOnlyFile) {
 
 TEST(GgufVocabTest, ReadsGpt2BpeVocabOnlyFile) {
   const std::string path = SharedData("tokenizer-tests/ggml-vocab-gpt-2.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared data absent: " << path;
+  if (!std::filesystem::exists(path)) SPECD_REFERENCE_MISSING("shared data absent: " << path);
   auto v = ReadGgufVocab(path);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ(v->model, "gpt2");

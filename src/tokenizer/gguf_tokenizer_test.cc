@@ -27,7 +27,7 @@ TEST_P(GgufVocabTest, MatchesLlamaCppVectors) {
   const std::string name = GetParam();
   const std::string file = VocabTestDir() + "/ggml-vocab-" + name + ".gguf";
   const auto cases = ReadVocabCases(name);
-  if (cases.empty()) GTEST_SKIP() << "shared data absent: " << file;
+  if (cases.empty()) SPECD_REFERENCE_MISSING("shared data absent: " << file);
   ASSERT_EQ(cases.size(), 46u);
   auto tok = LoadVocab(file);
   ASSERT_NE(tok, nullptr);
@@ -45,7 +45,7 @@ INSTANTIATE_TEST_SUITE_P(LlamaCpp, GgufVocabTest,
 
 TEST(GgufTokenizerTest, SpmAddsBosAndStripsLeadingSpace) {
   const std::string file = VocabTestDir() + "/ggml-vocab-llama-spm.gguf";
-  if (ReadVocabCases("llama-spm").empty()) GTEST_SKIP() << "shared data absent: " << file;
+  if (ReadVocabCases("llama-spm").empty()) SPECD_REFERENCE_MISSING("shared data absent: " << file);
   auto tok = LoadVocab(file);
   ASSERT_NE(tok, nullptr);
   EXPECT_EQ(tok->bos_id(), 1);
@@ -72,7 +72,7 @@ TEST(GgufTokenizerTest, SpmAddsBosAndStripsLeadingSpace) {
 
 TEST(GgufTokenizerTest, StreamDecoderNeverSplitsCharacters) {
   const std::string file = VocabTestDir() + "/ggml-vocab-llama-spm.gguf";
-  if (ReadVocabCases("llama-spm").empty()) GTEST_SKIP() << "shared data absent: " << file;
+  if (ReadVocabCases("llama-spm").empty()) SPECD_REFERENCE_MISSING("shared data absent: " << file);
   auto tok = LoadVocab(file);
   ASSERT_NE(tok, nullptr);
   // Emoji and Khmer are spelled with <0xXX> byte tokens in this vocabulary.
@@ -94,7 +94,7 @@ TEST(GgufTokenizerTest, StreamDecoderNeverSplitsCharacters) {
 TEST(GgufTokenizerTest, Aidreams260KGoldenPrompts) {
   const std::string dir = tok::testing::SharedData() + "/models/aidreams260K";
   auto golden_text = ReadFileToString(dir + "/golden.json");
-  if (!golden_text.ok()) GTEST_SKIP() << "shared data absent: " << dir;
+  if (!golden_text.ok()) SPECD_REFERENCE_MISSING("shared data absent: " << dir);
   auto tok = LoadVocab(dir + "/model-f32.gguf");
   ASSERT_NE(tok, nullptr);
   const auto golden = nlohmann::json::parse(*golden_text);
@@ -116,7 +116,7 @@ TEST(GgufTokenizerTest, Aidreams260KGoldenPrompts) {
 
 TEST(GgufTokenizerTest, NoVocabIsAClearError) {
   const std::string file = tok::testing::SharedData() + "/models/stories260K/model-f32.gguf";
-  if (!std::filesystem::exists(file)) GTEST_SKIP() << "shared data absent: " << file;
+  if (!std::filesystem::exists(file)) SPECD_REFERENCE_MISSING("shared data absent: " << file);
   auto tok = LoadTokenizerForModel(file);
   ASSERT_FALSE(tok.ok());
   EXPECT_NE(tok.status().message().find("no_vocab"), std::string::npos) << tok.status().ToString();

