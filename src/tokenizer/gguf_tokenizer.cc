@@ -1,5 +1,6 @@
 // GGUF tokenizer.ggml.* vocabularies -> TokenizerSpec, and the model-path
-// dispatch (folder with tokenizer.json, or a .gguf file).
+// dispatch (folder with tokenizer.json, a tiktoken rank file, or a .gguf
+// file).
 //
 //   "llama": SentencePiece BPE by piece score (llama.cpp's llm_tokenizer_spm):
 //            spaces become "▁", "▁" prepended when add_space_prefix, byte
@@ -14,6 +15,7 @@
 
 #include "base/logging.h"
 #include "tokenizer/core_tokenizer.h"
+#include "tokenizer/tiktoken_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -207,17 +209,28 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerForModel(const std::string& mo
   };
   if (fs::is_directory(path, ec)) {
     if (fs::exists(path / "tokenizer.json", ec)) return LoadHfTokenizer(model_path);
+    // tiktoken rank files: Kimi's tiktoken.model, Meta's original Llama 3
+    // tokenizer.model (a text file, unlike SentencePiece's protobuf).
+    if (fs::exists(path / "tiktoken.model", ec)) {
+      return LoadTiktokenTokenizer((path / "tiktoken.model").string());
+    }
+    if (LooksLikeTiktokenFile((path / "tokenizer.model").string())) {
+      return LoadTiktokenTokenizer((path / "tokenizer.model").string());
+    }
     std::vector<std::string> ggufs;
     for (const auto& entry : fs::directory_iterator(path, ec)) {
       if (entry.path().extension() == ".gguf") ggufs.push_back(entry.path().string());
     }
     if (ggufs.size() == 1) return load_gguf(ggufs[0]);
     return NotFoundError(fmt::format(
-        "{}: no tokenizer.json{}", model_path,
+        "{}: no tokenizer.json, no tiktoken.model{}", model_path,
         ggufs.empty() ? " and no .gguf file" : fmt::format(" and {} .gguf files (name one)", ggufs.size())));
   }
   if (!fs::exists(path, ec)) return NotFoundError(fmt::format("{}: no such file or folder", model_path));
   if (path.extension() == ".json") return LoadHfTokenizer(model_path);
+  if (path.extension() == ".model" && LooksLikeTiktokenFile(model_path)) {
+    return LoadTiktokenTokenizer(model_path);
+  }
   return load_gguf(model_path);
 }
 
