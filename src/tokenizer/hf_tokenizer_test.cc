@@ -63,7 +63,7 @@ std::vector<std::string> RandomTexts(int n, uint32_t seed) {
       "\r\n", "\t", "0", "12", "345", "6789", ".", ",", "!", "?", "-", "(", ")", "{", "}", "_",
       "=", "\"", "'", "/", "#", "é", "ß", "ü", "日本", "中文", "한", "Ж", "ω", "ب", "क", "ก",
       "🦙", "😀", "👍🏽", "‍", "\u00a0", "\u3000", "e\u0301", "\u2581", "Ġ", "<", ">", "|",
-      "<|im_end|>", "<|eot_id|>", "</s>", "<s>", "\u2028", "\u200b"};
+      "<|im_end|>", "<|eot_id|>", "</s>", "<s>", "\u2028", "\u200b", "\u0085", "\ufeff"};
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> len(1, 24);
   std::uniform_int_distribution<size_t> pick(0, std::size(kAtoms) - 1);
