@@ -1,7 +1,11 @@
 #include "app/commands.h"
 
 #include <cstdio>
+#include <memory>
 
+#include <nlohmann/json.hpp>
+
+#include "cuda/device_probe.h"
 #include "kernels/dispatch.h"
 #include "kernels/read_calibration.h"
 #include "platform/cpu_features.h"
@@ -22,14 +26,57 @@ void PrintCpuSection() {
               specd::kernels::CalibrateStreamPrefetch().Summary().c_str());
 }
 
+// CUDA section: what the binary was built with, the runtime and driver, each
+// device, or why none can be used (no driver, no device, built without CUDA).
+void PrintCudaSection(const specd::cuda::ProbeResult& p) {
+  std::printf("CUDA\n%s", specd::cuda::DescribeProbe(p).c_str());
+}
+
+// {"built", "toolkit", "architectures", "runtime", "driver", "device_count",
+//  "devices": [...], "reason"}; versions are "13.0" strings, null when absent.
+nlohmann::json CudaJson(const specd::cuda::ProbeResult& p) {
+  auto version = [](int v) {
+    return v > 0 ? nlohmann::json(specd::cuda::CudaVersionString(v)) : nlohmann::json(nullptr);
+  };
+  nlohmann::json devices = nlohmann::json::array();
+  for (const specd::cuda::DeviceInfo& d : p.devices) {
+    devices.push_back({{"index", d.index},
+                       {"name", d.name},
+                       {"arch", d.Arch()},
+                       {"compute_capability",
+                        std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+                       {"memory_bytes", d.total_memory_bytes},
+                       {"sm_count", d.sm_count},
+                       {"usable", d.unsupported_reason.empty()},
+                       {"unusable_reason", d.unsupported_reason}});
+  }
+  return {{"built", p.built},
+          {"toolkit", p.built ? nlohmann::json(p.toolkit) : nlohmann::json(nullptr)},
+          {"architectures", p.architectures},
+          {"runtime", version(p.runtime_version)},
+          {"driver", version(p.driver_version)},
+          {"device_count", p.device_count()},
+          {"devices", devices},
+          {"reason", p.reason}};
+}
+
 }  // namespace
 
 void AddDoctorCommand(CLI::App& root, int* exit_code) {
   auto* sub = root.add_subcommand("doctor", "Print the detected hardware and the path each "
                                             "kernel family and collective will use, with why");
-  sub->callback([exit_code] {
+  auto json = std::make_shared<bool>(false);
+  sub->add_flag("--json", *json, "Print the CUDA state as one JSON object: {\"cuda\": {...}}");
+  sub->callback([exit_code, json] {
+    const specd::cuda::ProbeResult cuda = specd::cuda::ProbeDevices();
+    if (*json) {
+      std::printf("%s\n", nlohmann::json{{"cuda", CudaJson(cuda)}}.dump(2).c_str());
+      *exit_code = 0;
+      return;
+    }
     PrintCpuSection();
     std::fputs(specd::DescribeCollectiveChoices().c_str(), stdout);
+    PrintCudaSection(cuda);
     *exit_code = 0;
   });
 }
