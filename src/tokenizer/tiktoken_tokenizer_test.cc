@@ -276,10 +276,16 @@ const std::vector<Reference>& TiktokenReference(const std::string& pattern_name,
   return it->second.first;
 }
 
-std::unique_ptr<Tokenizer> LoadOrNull(const std::string& dir) {
+// Loaded once per folder (a 128k vocabulary takes a second or two);
+// tokenizers are immutable and thread-safe, so tests share them.
+std::shared_ptr<const Tokenizer> LoadOrNull(const std::string& dir) {
+  static std::map<std::string, std::shared_ptr<const Tokenizer>> cache;
+  auto it = cache.find(dir);
+  if (it != cache.end()) return it->second;
   auto tok = LoadTokenizerForModel(dir);
   EXPECT_TRUE(tok.ok()) << tok.status().ToString();
-  return tok.ok() ? std::move(tok).value() : nullptr;
+  if (!tok.ok()) return nullptr;
+  return cache.emplace(dir, std::move(tok).value()).first->second;
 }
 
 // ---------------------------------------------------------------------------
@@ -333,7 +339,9 @@ TEST(TiktokenTokenizerTest, SameAsTokenizerJsonLoaderOnLlama3) {
   const Derived& d = DerivedFixture();
   if (!d.why.empty()) SPECD_REFERENCE_MISSING(d.why);
   const auto t0 = std::chrono::steady_clock::now();
-  auto tiktoken = LoadOrNull(d.llama3_dir);
+  auto loaded = LoadTokenizerForModel(d.llama3_dir);  // not cached: timed
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const auto& tiktoken = *loaded;
   const auto t1 = std::chrono::steady_clock::now();
   auto hf = LoadHfTokenizer(fs::path(Llama3Json()).parent_path().string());
   const auto t2 = std::chrono::steady_clock::now();
