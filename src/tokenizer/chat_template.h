@@ -4,10 +4,11 @@
 // /v1/chat/completions request.
 //
 // The renderer implements the Jinja subset real chat templates use (Llama 2 /
-// 3 / 3.1 / 3.2, Qwen 2.5 / 3, Mistral / Mixtral, Gemma, ...) with
-// @huggingface/jinja as the reference: its output is checked byte for byte
-// against that library (tests/node/render_template.mjs). HF's settings apply:
-// trim_blocks and lstrip_blocks on.
+// 3 / 3.1 / 3.2, Qwen 2.5 / 3, Mistral / Mixtral, Gemma, ...) with jinja2,
+// set up as transformers' apply_chat_template sets it up, as the reference:
+// its output is checked byte for byte against that library
+// (tests/python/render_template.py). HF's settings apply: trim_blocks and
+// lstrip_blocks on.
 //
 // A template using anything this renderer does not implement (an unknown
 // filter, test, method, function or statement) is rejected by Create with

@@ -1,9 +1,8 @@
-// Filters, tests, methods and global functions of the chat-template Jinja
-// subset, with @huggingface/jinja's semantics (see jinja_value.h).
-//
-// Beyond the reference: `select`/`reject` (used by Llama 3.1's builtin-tool
-// branch) and `count` (an alias of `length`) are implemented with Jinja2
-// semantics; the reference rejects them at render time.
+// Filters, tests, methods, attribute access and global functions of the
+// chat-template Jinja subset, with jinja2's semantics (see jinja_value.h).
+// Filters that jinja2 gives generators (select, map, unique, reverse,
+// items, ...) return lists here: the same items, though printing such a
+// value directly differs (jinja2 prints "<generator object ...>").
 #pragma once
 
 #include <string_view>
@@ -21,18 +20,24 @@ bool IsKnownMethod(std::string_view name);
 // namespace, range, raise_exception, strftime_now.
 bool IsKnownGlobalFunction(std::string_view name);
 
-// operand | name  (has_args: written as name(...), which some filters treat
-// differently, as in the reference). Throws JinjaError at `pos`.
-Value ApplyFilter(const Value& operand, std::string_view name, bool has_args, CallArgs& args,
-                  SourcePos pos);
+// operand | name(args). Throws JinjaError at `pos`. (jinja_filters.cc)
+Value ApplyFilter(const Value& operand, std::string_view name, CallArgs& args, SourcePos pos);
 // `value is name` (arg: the second operand of equalto in select filters).
 bool ApplyTest(std::string_view name, const Value& value, const Value* arg, SourcePos pos);
-// obj.name / obj[key]: data first, then the type's builtin methods
-// (string: upper, split, ...; dict: get, items, ...); undefined if absent.
-Value GetMember(const Value& object, const Value& key, SourcePos pos);
-// obj[start:stop:step] on a list or string.
+// obj.name: a method of the type (str.upper, dict.get, ...) first, then the
+// data (dict key, namespace attribute); undefined if absent. Fails on an
+// undefined obj.
+Value GetAttr(const Value& object, const std::string& name, SourcePos pos);
+// obj[key]: the data first (list/str index, dict key), then as GetAttr for a
+// string key; undefined if absent. Fails on an undefined obj.
+Value GetItem(const Value& object, const Value& key, SourcePos pos);
+// obj[start:stop:step] on a list, tuple or string (none or undefined
+// bounds are omitted ones).
 Value Slice(const Value& object, const Value& start, const Value& stop, const Value& step,
             SourcePos pos);
+// The items Python's iter() gives: a list's items, a string's characters, a
+// dict's keys; nothing for undefined; fails for anything else.
+Array Iterate(const Value& v, SourcePos pos);
 
 // Global functions (range, namespace, raise_exception, strftime_now) as
 // values to place in the top-level scope.

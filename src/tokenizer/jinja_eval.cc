@@ -6,6 +6,8 @@
 #include <unordered_map>
 
 #include "tokenizer/jinja_builtins.h"
+#include "tokenizer/jinja_ops.h"
+#include "tokenizer/jinja_pystr.h"
 
 namespace specd::jinja {
 namespace {
@@ -102,10 +104,8 @@ class Interpreter {
       case StmtKind::kComment: return;
       case StmtKind::kOutput: {
         Value v = Eval(*s.expr, env);
-        if (!v.is_undefined() && !v.is_null()) {
-          if (v.kind() == Value::Kind::kFunction) Fail("cannot print function '" + v.function().name + "'", s.pos);
-          Append(out, RenderString(v), s.pos);
-        }
+        if (v.kind() == Value::Kind::kFunction) Fail("cannot print function '" + v.function().name + "'", s.pos);
+        Append(out, PyStr(v), s.pos);
         return;
       }
       case StmtKind::kIf:
@@ -115,16 +115,15 @@ class Interpreter {
       case StmtKind::kSet: ExecSet(s, env); return;
       case StmtKind::kMacro: env->Set(s.name, MakeMacro(s, env)); return;
       case StmtKind::kCallBlock: {
-        Value v = CallBlock(s, env);
-        if (!v.is_undefined() && !v.is_null()) Append(out, RenderString(v), s.pos);
+        Append(out, PyStr(CallBlock(s, env)), s.pos);
         return;
       }
       case StmtKind::kFilterBlock: {
         std::string body;
         RenderBlock(s.body, env, &body);
         CallArgs args = EvalArgs(s.expr->args, env);
-        Value v = ApplyFilter(Value::String(std::move(body)), s.expr->name, s.expr->has_args, args, s.expr->pos);
-        if (!v.is_undefined() && !v.is_null()) Append(out, RenderString(v), s.pos);
+        Value v = ApplyFilter(Value::String(std::move(body)), s.expr->name, args, s.expr->pos);
+        Append(out, PyStr(v), s.pos);
         return;
       }
       case StmtKind::kBreak: throw BreakSignal{s.pos};
@@ -166,14 +165,7 @@ class Interpreter {
       iter_expr = iter_expr->a.get();
     }
     Value iterable = Eval(*iter_expr, scope);
-    Array candidates;
-    if (iterable.is_array()) {
-      candidates = iterable.array();
-    } else if (iterable.is_object()) {
-      for (const auto& e : iterable.object().entries) candidates.push_back(Value::String(e.first));
-    } else {
-      Fail(std::string("Expected iterable or object type in for loop: got ") + iterable.TypeName(), iter_expr->pos);
-    }
+    Array candidates = Iterate(iterable, iter_expr->pos);
     const Expr& target = *s.target;
     Array items;
     if (target.kind == ExprKind::kName && !test) {
@@ -182,7 +174,7 @@ class Interpreter {
       Env* test_scope = test ? NewEnv(scope) : nullptr;
       for (Value& cur : candidates) {
         if (target.kind == ExprKind::kTuple) {
-          if (!cur.is_array()) Fail(std::string("Cannot unpack non-iterable type: ") + cur.TypeName(), target.pos);
+          if (!cur.is_array()) Fail(std::string("cannot unpack non-iterable ") + cur.TypeName() + " object", target.pos);
           size_t expected = target.args.size(), actual = cur.array().size();
           if (expected != actual) Fail(std::string("Too ") + (expected > actual ? "few" : "many") + " items to unpack", target.pos);
         }
@@ -194,23 +186,22 @@ class Interpreter {
         items.push_back(std::move(cur));
       }
     }
-    bool no_iteration = true;
+    bool completed_any = false;
     for (size_t i = 0; i < items.size(); ++i) {
       Step(s.pos);
       scope->Set("loop", LoopObject(i, items.size(), items));
       Bind(target, items[i], scope);
-      std::string body;
+      // Output written before a break/continue stays, as jinja2 streams it.
       try {
-        RenderBlock(s.body, scope, &body);
+        RenderBlock(s.body, scope, out);
       } catch (const ContinueSignal&) {
         continue;
       } catch (const BreakSignal&) {
         break;
       }
-      Append(out, body, s.pos);
-      no_iteration = false;
+      completed_any = true;
     }
-    if (no_iteration) RenderBlock(s.alt, scope, out);
+    if (!completed_any) RenderBlock(s.alt, scope, out);
   }
 
   void ExecSet(const Stmt& s, Env* env) {
@@ -226,7 +217,7 @@ class Interpreter {
     switch (target.kind) {
       case ExprKind::kName: env->Set(target.name, std::move(rhs)); return;
       case ExprKind::kTuple: {
-        if (!rhs.is_array()) Fail(std::string("Cannot unpack non-iterable type in set: ") + rhs.TypeName(), s.pos);
+        if (!rhs.is_array()) Fail(std::string("cannot unpack non-iterable ") + rhs.TypeName() + " object", s.pos);
         const Array& arr = rhs.array();
         if (arr.size() != target.args.size()) {
           Fail(std::string("Too ") + (target.args.size() > arr.size() ? "few" : "many") + " items to unpack in set", s.pos);
@@ -308,7 +299,7 @@ class Interpreter {
     if (uses_varargs) {
       Array rest;
       for (size_t i = params.size(); i < positional.size(); ++i) rest.push_back(positional[i]);
-      scope->Set("varargs", Value::MakeArray(std::move(rest)));
+      scope->Set("varargs", Value::MakeTuple(std::move(rest)));
     } else if (positional.size() > params.size()) {
       Fail("macro " + display + " takes not more than " + std::to_string(params.size()) + " argument(s)", pos);
     }
@@ -329,6 +320,7 @@ class Interpreter {
     CallArgs args = EvalArgs(call.args, env);
     args.keyword.emplace_back(kCallerKeyword, caller);
     Value fn = Eval(*call.a, env);
+    if (fn.is_undefined()) Fail(fn.undefined_message(), call.pos);
     if (fn.kind() != Value::Kind::kFunction) {
       Fail(std::string("Cannot call something that is not a function: got ") + fn.TypeName(), call.pos);
     }
@@ -368,28 +360,29 @@ class Interpreter {
       case ExprKind::kLiteral: return e.literal;
       case ExprKind::kName: {
         const Value* v = env->Lookup(e.name);
-        return v ? *v : Value();
+        return v ? *v : Value::Undefined("'" + e.name + "' is undefined");
       }
       case ExprKind::kArray:
       case ExprKind::kTuple: {
         Array items;
         items.reserve(e.args.size());
         for (const auto& a : e.args) items.push_back(Eval(*a, env));
+        if (e.kind == ExprKind::kTuple) return Value::MakeTuple(std::move(items));
         return Value::MakeArray(std::move(items));
       }
       case ExprKind::kObject: {
         Object obj;
         for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
           Value k = Eval(*e.args[i], env);
-          if (!k.is_string()) Fail(std::string("Object keys must be strings: got ") + k.TypeName(), e.args[i]->pos);
+          if (!k.is_string()) Fail(std::string("unsupported: dict keys other than strings: got ") + k.TypeName(), e.args[i]->pos);
           obj.Set(k.str(), Eval(*e.args[i + 1], env));
         }
         return Value::MakeObject(std::move(obj));
       }
       case ExprKind::kMember: {
         Value obj = Eval(*e.a, env);
-        Value key = e.b ? Eval(*e.b, env) : Value::String(e.name);
-        return GetMember(obj, key, e.pos);
+        if (e.b) return GetItem(obj, Eval(*e.b, env), e.pos);
+        return GetAttr(obj, e.name, e.pos);
       }
       case ExprKind::kSlice: {
         Value obj = Eval(*e.a, env);
@@ -402,6 +395,7 @@ class Interpreter {
       case ExprKind::kCall: {
         CallArgs args = EvalArgs(e.args, env);
         Value fn = Eval(*e.a, env);
+        if (fn.is_undefined()) Fail(fn.undefined_message(), e.pos);
         if (fn.kind() != Value::Kind::kFunction) {
           Fail(std::string("Cannot call something that is not a function: got ") + fn.TypeName(), e.pos);
         }
@@ -415,7 +409,7 @@ class Interpreter {
       case ExprKind::kFilter: {
         Value operand = Eval(*e.a, env);
         CallArgs args = EvalArgs(e.args, env);
-        return ApplyFilter(operand, e.name, e.has_args, args, e.pos);
+        return ApplyFilter(operand, e.name, args, e.pos);
       }
       case ExprKind::kTest: {
         Value operand = Eval(*e.a, env);
@@ -436,18 +430,7 @@ class Interpreter {
   Value EvalUnary(const Expr& e, Env* env) {
     Value v = Eval(*e.a, env);
     if (e.name == "not") return Value::Bool(!v.Truthy());
-    const int sign = e.name == "-" ? -1 : 1;
-    switch (v.kind()) {
-      case Value::Kind::kInt: return Value::Int(sign * v.int_value());
-      case Value::Kind::kBool: return Value::Int(sign * (v.bool_value() ? 1 : 0));
-      case Value::Kind::kFloat: return Value::Float(sign * v.float_value());
-      default: Fail("Unknown operator \"" + e.name + "\" for " + v.TypeName(), e.pos);
-    }
-  }
-
-  static Value IntOrFloat(double d, bool is_float) {
-    if (is_float || !std::isfinite(d) || std::fabs(d) >= 9.2e18) return Value::Float(d);
-    return Value::Int(static_cast<int64_t>(d));
+    return UnaryOp(e.name, v, e.pos);
   }
 
   Value EvalBinary(const Expr& e, Env* env) {
@@ -455,81 +438,7 @@ class Interpreter {
     Value left = Eval(*e.a, env);
     if (op == "and") return left.Truthy() ? Eval(*e.b, env) : left;
     if (op == "or") return left.Truthy() ? left : Eval(*e.b, env);
-    Value right = Eval(*e.b, env);
-    if (op == "==") return Value::Bool(LooseEquals(left, right));
-    if (op == "!=") return Value::Bool(!LooseEquals(left, right));
-    using K = Value::Kind;
-    auto numeric_like = [](const Value& v) { return v.is_number() || v.kind() == K::kBool; };
-    auto num = [](const Value& v) { return v.kind() == K::kBool ? double(v.bool_value()) : v.number(); };
-    if (left.is_number() && right.is_number() && op != "~" && op != "**") {
-      const bool is_float = left.kind() == K::kFloat || right.kind() == K::kFloat;
-      if (!is_float && (op == "+" || op == "-" || op == "*")) {
-        int64_t a = left.int_value(), b = right.int_value(), r;
-        bool overflow = op == "+" ? __builtin_add_overflow(a, b, &r)
-                        : op == "-" ? __builtin_sub_overflow(a, b, &r)
-                                    : __builtin_mul_overflow(a, b, &r);
-        if (!overflow) return Value::Int(r);
-      }
-      const double a = left.number(), b = right.number();
-      if (op == "+") return Value::Float(a + b);
-      if (op == "-") return Value::Float(a - b);
-      if (op == "*") return Value::Float(a * b);
-      if ((op == "/" || op == "//" || op == "%") && b == 0) Fail("division by zero", e.pos);
-      if (op == "/") return Value::Float(a / b);
-      if (op == "//") return IntOrFloat(std::floor(a / b), is_float);
-      if (op == "%") {
-        if (!is_float) return Value::Int(left.int_value() % right.int_value());
-        return Value::Float(std::fmod(a, b));
-      }
-      if (op == "<") return Value::Bool(a < b);
-      if (op == ">") return Value::Bool(a > b);
-      if (op == "<=") return Value::Bool(a <= b);
-      if (op == ">=") return Value::Bool(a >= b);
-    } else if (left.is_undefined() || right.is_undefined()) {
-      if (right.is_undefined() && (op == "in" || op == "not in")) return Value::Bool(op == "not in");
-      if (op == "~" && !left.is_null() && !right.is_null()) {
-        return Value::String((left.is_undefined() ? "" : ConcatString(left)) +
-                             (right.is_undefined() ? "" : ConcatString(right)));
-      }
-      Fail("Cannot perform operation " + op + " on undefined values", e.pos);
-    } else if (left.is_null() || right.is_null()) {
-      Fail("Cannot perform operation " + op + " on null values", e.pos);
-    } else if (op == "~") {
-      return Value::String(ConcatString(left) + ConcatString(right));
-    } else if (op == "**" && numeric_like(left) && numeric_like(right)) {
-      const double a = num(left), b = num(right);
-      if (a == 0 && b < 0) Fail("0.0 cannot be raised to a negative power", e.pos);
-      double r = std::pow(a, b);
-      if (!std::isfinite(r)) Fail("Exponentiation result is not a finite real number", e.pos);
-      return IntOrFloat(r, left.kind() == K::kFloat || right.kind() == K::kFloat || b < 0);
-    } else if (left.is_array() && right.is_array()) {
-      if (op == "+") {
-        Array joined = left.array();
-        joined.insert(joined.end(), right.array().begin(), right.array().end());
-        return Value::MakeArray(std::move(joined));
-      }
-    } else if (right.is_array() && (op == "in" || op == "not in")) {
-      bool member = false;
-      for (const Value& x : right.array()) {
-        if (StrictEquals(x, left)) {
-          member = true;
-          break;
-        }
-      }
-      return Value::Bool(op == "in" ? member : !member);
-    }
-    if ((left.is_string() || right.is_string()) && op == "+") {
-      return Value::String(ConcatString(left) + ConcatString(right));
-    }
-    if (left.is_string() && right.is_string() && (op == "in" || op == "not in")) {
-      bool found = right.str().find(left.str()) != std::string::npos;
-      return Value::Bool(op == "in" ? found : !found);
-    }
-    if (left.is_string() && right.is_object() && (op == "in" || op == "not in")) {
-      bool found = right.object().Find(left.str()) != nullptr;
-      return Value::Bool(op == "in" ? found : !found);
-    }
-    Fail("Unknown operator \"" + op + "\" between " + left.TypeName() + " and " + right.TypeName(), e.pos);
+    return BinaryOp(op, left, Eval(*e.b, env), e.pos);
   }
 
   std::deque<std::unique_ptr<Env>> envs_;

@@ -1,11 +1,12 @@
 // Renders a parsed chat template (see jinja_ast.h) over top-level variables.
 //
-// Scoping follows @huggingface/jinja: a for loop opens a scope (a `set` in
-// its body is not visible after the loop, which is why templates use
-// namespace()), `if` does not; macros see the scope they were defined in.
-// A `break`/`continue` drops the output of the interrupted iteration, and a
-// loop whose every iteration ended in break/continue renders its else
-// block, as the reference does.
+// Scoping follows jinja2: a for loop opens a scope (a `set` in its body is
+// not visible after the loop, which is why templates use namespace()), `if`
+// does not; macros see the scope they were defined in. A for loop iterates
+// a list, a string's characters, a dict's keys or an undefined value (no
+// items); output written before a `break`/`continue` is kept, and the else
+// block renders when no iteration ran to the end of the body (nothing to
+// iterate, or every iteration ended in break/continue), as jinja2 does.
 //
 // Limits keep a hostile template from exhausting the server: at most
 // kMaxSteps evaluations, kMaxOutput bytes of output and kMaxCallDepth nested

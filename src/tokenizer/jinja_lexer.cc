@@ -104,7 +104,7 @@ Mapped TrimBlocks(const Mapped& in) {
 }
 
 size_t SkipSpaces(std::string_view s, size_t i) {
-  while (size_t n = JsSpaceAt(s, i)) i += n;
+  while (size_t n = SpaceAt(s, i)) i += n;
   return i;
 }
 
@@ -238,7 +238,7 @@ class Lexer {
         }
       }
       // Whitespace inside a tag is skipped; running into the end is an error.
-      while (size_t w = JsSpaceAt(src_, pos_)) {
+      while (size_t w = SpaceAt(src_, pos_)) {
         pos_ += w;
         if (pos_ >= n) Fail("Unexpected end of input", PosAt(n));
       }
@@ -266,6 +266,7 @@ class Lexer {
             ++pos_;
             num += "." + ConsumeDigits();
           }
+          if (!num.empty()) num += ConsumeExponent();
           if (num.empty()) {
             Push(TokenType::kUnary, std::string(1, ch), start);
           } else {
@@ -289,6 +290,7 @@ class Lexer {
           ++pos_;
           num += "." + ConsumeDigits();
         }
+        if (last != TokenType::kDot) num += ConsumeExponent();
         Push(TokenType::kNumber, std::move(num), start);
         continue;
       }
@@ -359,6 +361,17 @@ class Lexer {
     if (strip_after) pos_ = SkipSpaces(src_, pos_);
   }
 
+  // A float literal's exponent ("e16", "E-5"), "" if none follows.
+  std::string ConsumeExponent() {
+    if (At(pos_) != 'e' && At(pos_) != 'E') return "";
+    size_t k = pos_ + 1;
+    if (At(k) == '+' || At(k) == '-') ++k;
+    if (!IsDigit(At(k))) return "";
+    std::string exp(src_.substr(pos_, k - pos_));
+    pos_ = k;
+    return exp + ConsumeDigits();
+  }
+
   std::string ConsumeDigits() {
     size_t start = pos_;
     while (IsDigit(At(pos_))) {
@@ -397,14 +410,15 @@ class Lexer {
       if (pos_ >= n) Fail("Unexpected end of input", PosAt(n));
       size_t esc_at = pos_ - 1;
       char e = src_[pos_++];
-      if (e == 'x' || e == 'u') {
-        size_t len = e == 'x' ? 2 : 4;
+      if (e == 'x' || e == 'u' || e == 'U') {
+        size_t len = e == 'x' ? 2 : e == 'u' ? 4 : 8;
         std::string_view hex = src_.substr(pos_, len);
         if (hex.size() != len || !std::all_of(hex.begin(), hex.end(), IsHex)) {
           Fail("Invalid hexadecimal escape sequence: \\" + std::string(1, e) + std::string(hex),
                PosAt(esc_at));
         }
         char32_t cp = static_cast<char32_t>(std::stoul(std::string(hex), nullptr, 16));
+        if (cp > 0x10FFFF) Fail("Invalid \\U escape: " + std::string(hex), PosAt(esc_at));
         pos_ += len;
         // A \uD8xx\uDCxx pair is one character, as in a JS string.
         if (cp >= 0xD800 && cp <= 0xDBFF && src_.substr(pos_, 2) == "\\u") {

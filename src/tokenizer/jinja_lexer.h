@@ -1,6 +1,5 @@
 // Tokenizer for the chat-template Jinja subset, configured as Hugging Face
-// renders chat templates (trim_blocks=True, lstrip_blocks=True) and
-// following @huggingface/jinja's lexer token for token, including its
+// renders chat templates (trim_blocks=True, lstrip_blocks=True), with this
 // preprocessing: a single trailing newline is dropped, spaces/tabs before a
 // block tag at the start of a line are removed, the newline after a block
 // tag is removed, and transformers' `{% generation %}` markers vanish.

@@ -1,5 +1,6 @@
 #include "tokenizer/jinja_parser.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <set>
 
@@ -263,6 +264,7 @@ class Parser {
     tuple->args.push_back(std::move(first));
     while (Is(T::kComma)) {
       ++cur_;
+      if (Is(T::kCloseParen)) break;  // (x,) and (x, y,): a trailing comma
       tuple->args.push_back(primary ? ParsePrimary() : ParseExpression());
     }
     return tuple;
@@ -347,13 +349,23 @@ class Parser {
     }
     return left;
   }
+  // `+`/`-`, then `~` one level tighter (jinja2: `1 + 2 ~ 3` is `1 + (2 ~ 3)`).
   ExprPtr ParseAdditive() {
-    ExprPtr left = ParseMultiplicative();
-    while (Is(T::kAdditive)) {
+    ExprPtr left = ParseConcat();
+    while (Is(T::kAdditive) && Peek().value != "~") {
       SourcePos pos = Pos();
       std::string op = Peek().value;
       ++cur_;
-      left = Binary(op, std::move(left), ParseMultiplicative(), pos);
+      left = Binary(op, std::move(left), ParseConcat(), pos);
+    }
+    return left;
+  }
+  ExprPtr ParseConcat() {
+    ExprPtr left = ParseMultiplicative();
+    while (Is(T::kAdditive) && Peek().value == "~") {
+      SourcePos pos = Pos();
+      ++cur_;
+      left = Binary("~", std::move(left), ParseMultiplicative(), pos);
     }
     return left;
   }
@@ -422,12 +434,13 @@ class Parser {
   }
   void CheckFilterArgs(const Expr& e) {
     if (e.name == "selectattr" || e.name == "rejectattr" || e.name == "select" || e.name == "reject") {
-      for (const auto& arg : e.args) {
-        if (arg->kind != ExprKind::kLiteral || !arg->literal.is_string()) {
-          Fail("arguments of '" + e.name + "' must be string literals", arg->pos);
+      size_t test_index = (e.name == "selectattr" || e.name == "rejectattr") ? 1 : 0;
+      for (size_t i = 0; i < e.args.size() && i <= test_index; ++i) {
+        const Expr& arg = *e.args[i];
+        if (arg.kind != ExprKind::kLiteral || !arg.literal.is_string()) {
+          Fail("the attribute and test arguments of '" + e.name + "' must be string literals", arg.pos);
         }
       }
-      size_t test_index = (e.name == "selectattr" || e.name == "rejectattr") ? 1 : 0;
       if (e.args.size() > test_index) {
         const std::string& test = e.args[test_index]->literal.str();
         if (!IsKnownSelectTest(test)) Fail("unsupported test '" + test + "'", e.args[test_index]->pos);
@@ -609,12 +622,13 @@ class Parser {
     switch (t.type) {
       case T::kNumber: {
         auto e = NewExpr(ExprKind::kLiteral, t.pos);
-        if (t.value.find('.') != std::string::npos) {
+        if (t.value.find_first_of(".eE") != std::string::npos) {
           e->literal = Value::Float(std::strtod(t.value.c_str(), nullptr));
         } else {
-          double d = std::strtod(t.value.c_str(), nullptr);
-          if (d > 9.2e18 || d < -9.2e18) Fail("integer literal out of range", t.pos);
-          e->literal = Value::Int(std::strtoll(t.value.c_str(), nullptr, 10));
+          errno = 0;
+          const long long v = std::strtoll(t.value.c_str(), nullptr, 10);
+          if (errno == ERANGE) Fail("unsupported: integer literal beyond 64 bits", t.pos);
+          e->literal = Value::Int(v);
         }
         return e;
       }
@@ -631,6 +645,10 @@ class Parser {
         return e;
       }
       case T::kOpenParen: {
+        if (Is(T::kCloseParen)) {  // () is the empty tuple
+          ++cur_;
+          return NewExpr(ExprKind::kTuple, t.pos);
+        }
         ExprPtr e = ParseExpressionSequence(false);
         Expect(T::kCloseParen, "')'");
         return e;

@@ -1,6 +1,7 @@
 // Parser for the chat-template Jinja subset. Grammar and operator
-// precedence follow @huggingface/jinja (filters bind tighter than unary
-// minus, `is` tests bind tighter than `*`, `not` is above comparisons).
+// precedence follow jinja2 (a filter applies to a preceding unary minus,
+// `-x|abs` is `(-x)|abs`; `is` tests bind tighter than `*`; `not` is above
+// comparisons).
 //
 // ParseTemplate also validates the whole tree up front: every filter, test,
 // method and called function must be one this renderer implements, so an

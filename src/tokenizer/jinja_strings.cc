@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <vector>
 
 namespace specd::jinja {
 
@@ -76,44 +77,57 @@ std::vector<std::string> SplitCodePoints(std::string_view s) {
   return out;
 }
 
-int64_t Utf16Length(std::string_view s) {
+int64_t CodePointLength(std::string_view s) {
   int64_t n = 0;
   size_t i = 0;
-  while (i < s.size()) n += NextCodePoint(s, &i) >= 0x10000 ? 2 : 1;
+  while (i < s.size()) {
+    NextCodePoint(s, &i);
+    ++n;
+  }
   return n;
 }
 
-bool IsJsSpace(char32_t c) {
-  if (c <= 32) return c == 32 || (c >= 9 && c <= 13);
-  return c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
-         c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000 || c == 0xFEFF;
+bool IsPySpace(char32_t c) {
+  if (c <= 32) return c == 32 || (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x1F);
+  return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
+         c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-size_t JsSpaceAt(std::string_view s, size_t i) {
+size_t SpaceAt(std::string_view s, size_t i) {
   if (i >= s.size()) return 0;
   size_t j = i;
   char32_t cp = NextCodePoint(s, &j);
-  return IsJsSpace(cp) ? j - i : 0;
+  return IsPySpace(cp) ? j - i : 0;
 }
 
-std::string TrimStart(std::string_view s) {
-  size_t i = 0;
-  while (size_t n = JsSpaceAt(s, i)) i += n;
-  return std::string(s.substr(i));
-}
-
-std::string TrimEnd(std::string_view s) {
-  // Walk forward remembering where the trailing whitespace run starts, since
-  // UTF-8 cannot be decoded backwards without care.
-  size_t i = 0, end = 0;
-  while (i < s.size()) {
-    char32_t cp = NextCodePoint(s, &i);
-    if (!IsJsSpace(cp)) end = i;
+std::string Strip(std::string_view s, const std::string* chars, bool left, bool right) {
+  std::vector<char32_t> set;
+  if (chars != nullptr) {
+    size_t k = 0;
+    while (k < chars->size()) set.push_back(NextCodePoint(*chars, &k));
   }
-  return std::string(s.substr(0, end));
+  auto strippable = [&](char32_t cp) {
+    if (chars == nullptr) return IsPySpace(cp);
+    for (char32_t c : set) {
+      if (c == cp) return true;
+    }
+    return false;
+  };
+  // Walk forward: UTF-8 cannot be decoded backwards without care.
+  size_t i = 0, begin = s.size(), end = 0;
+  bool seen = false;
+  while (i < s.size()) {
+    size_t start = i;
+    char32_t cp = NextCodePoint(s, &i);
+    if (!strippable(cp)) {
+      if (!seen) begin = start;
+      seen = true;
+      end = i;
+    }
+  }
+  if (!seen) return std::string();
+  return std::string(s.substr(left ? begin : 0, (right ? end : s.size()) - (left ? begin : 0)));
 }
-
-std::string Trim(std::string_view s) { return TrimEnd(TrimStart(s)); }
 
 namespace {
 
@@ -134,38 +148,90 @@ std::string MapCodePoints(std::string_view s, F f) {
   return out;
 }
 
-bool IsAsciiWord(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+char32_t Upper(char32_t c) { return static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c))); }
+char32_t Lower(char32_t c) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))); }
+char32_t Title(char32_t c) { return static_cast<char32_t>(utf8proc_totitle(static_cast<utf8proc_int32_t>(c))); }
+bool IsCased(char32_t c) { return Upper(c) != c || Lower(c) != c || Title(c) != c; }
+bool IsLowerCp(char32_t c) { return Upper(c) != c && Lower(c) == c; }
+bool IsUpperCp(char32_t c) { return Lower(c) != c && Upper(c) == c; }
+
+bool IsTitleSeparator(char32_t c) {
+  return IsPySpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
 }
 
 }  // namespace
 
-std::string ToUpper(std::string_view s) {
-  return MapCodePoints(s, [](char32_t c) {
-    return static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c)));
+std::string ToUpper(std::string_view s) { return MapCodePoints(s, Upper); }
+std::string ToLower(std::string_view s) { return MapCodePoints(s, Lower); }
+
+std::string PyTitle(std::string_view s) {
+  bool prev_cased = false;
+  return MapCodePoints(s, [&](char32_t c) {
+    char32_t r = prev_cased ? Lower(c) : Title(c);
+    prev_cased = IsCased(c);
+    return r;
   });
 }
 
-std::string ToLower(std::string_view s) {
-  return MapCodePoints(s, [](char32_t c) {
-    return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c)));
+std::string PyCapitalize(std::string_view s) {
+  bool first = true;
+  return MapCodePoints(s, [&](char32_t c) {
+    char32_t r = first ? Title(c) : Lower(c);
+    first = false;
+    return r;
   });
 }
 
-std::string TitleCase(std::string_view s) {
-  std::string out(s);
-  for (size_t i = 0; i < out.size(); ++i) {
-    bool boundary = i == 0 || !IsAsciiWord(out[i - 1]);
-    if (boundary && out[i] >= 'a' && out[i] <= 'z') out[i] = static_cast<char>(out[i] - 32);
-  }
-  return out;
+std::string JinjaTitle(std::string_view s) {
+  bool word_start = true;
+  return MapCodePoints(s, [&](char32_t c) {
+    if (IsTitleSeparator(c)) {
+      word_start = true;
+      return c;
+    }
+    char32_t r = word_start ? Upper(c) : Lower(c);
+    word_start = false;
+    return r;
+  });
 }
 
-std::string Capitalize(std::string_view s) {
-  if (s.empty()) return {};
+bool PyIsLower(std::string_view s) {
+  bool cased = false;
   size_t i = 0;
-  NextCodePoint(s, &i);
-  return ToUpper(s.substr(0, i)) + std::string(s.substr(i));
+  while (i < s.size()) {
+    char32_t c = NextCodePoint(s, &i);
+    if (IsUpperCp(c) || (IsCased(c) && Title(c) == c && Lower(c) != c)) return false;
+    if (IsLowerCp(c)) cased = true;
+  }
+  return cased;
+}
+
+bool PyIsUpper(std::string_view s) {
+  bool cased = false;
+  size_t i = 0;
+  while (i < s.size()) {
+    char32_t c = NextCodePoint(s, &i);
+    if (IsLowerCp(c) || (IsCased(c) && Title(c) == c && Upper(c) != c)) return false;
+    if (IsUpperCp(c)) cased = true;
+  }
+  return cased;
+}
+
+std::vector<std::string> SplitLines(std::string_view s) {
+  std::vector<std::string> out;
+  size_t i = 0, line_start = 0;
+  while (i < s.size()) {
+    size_t start = i;
+    char32_t c = NextCodePoint(s, &i);
+    bool brk = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || (c >= 0x1C && c <= 0x1E) || c == 0x85 ||
+               c == 0x2028 || c == 0x2029;
+    if (!brk) continue;
+    out.emplace_back(s.substr(line_start, start - line_start));
+    if (c == '\r' && i < s.size() && s[i] == '\n') ++i;
+    line_start = i;
+  }
+  if (line_start < s.size()) out.emplace_back(s.substr(line_start));
+  return out;
 }
 
 std::string Replace(std::string_view s, std::string_view from, std::string_view to, int64_t count) {
@@ -202,18 +268,18 @@ std::string Replace(std::string_view s, std::string_view from, std::string_view 
 std::vector<std::string> Split(std::string_view s, const std::string* sep, int64_t maxsplit) {
   std::vector<std::string> out;
   if (sep == nullptr) {
-    std::string text = TrimStart(s);
+    std::string text = Strip(s, nullptr, true, false);
     std::string_view t(text);
     size_t i = 0;
     while (i < t.size()) {
       size_t start = i;
-      while (i < t.size() && JsSpaceAt(t, i) == 0) NextCodePoint(t, &i);
       if (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit) {
         out.emplace_back(t.substr(start));
         return out;
       }
+      while (i < t.size() && SpaceAt(t, i) == 0) NextCodePoint(t, &i);
       out.emplace_back(t.substr(start, i - start));
-      while (size_t n = JsSpaceAt(t, i)) i += n;
+      while (size_t n = SpaceAt(t, i)) i += n;
     }
     return out;
   }
@@ -231,96 +297,95 @@ std::vector<std::string> Split(std::string_view s, const std::string* sep, int64
 
 namespace {
 
-// Length of the longest prefix of s that is a JS StrDecimalLiteral without
-// sign handling ("Infinity", digits with optional fraction and exponent).
-size_t DecimalPrefix(std::string_view s) {
-  if (s.substr(0, 8) == "Infinity") return 8;
-  size_t i = 0, digits = 0;
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i, ++digits;
-  if (i < s.size() && s[i] == '.') {
-    size_t j = i + 1, frac = 0;
-    while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j, ++frac;
-    if (digits + frac > 0) {
-      i = j;
-      digits += frac;
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// Removes Python's digit-grouping underscores from a run of digits; false
+// when an underscore is not between two digits.
+bool DropUnderscores(std::string_view s, std::string* out) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '_') {
+      if (i == 0 || i + 1 >= s.size() || !IsDigit(s[i - 1]) || !IsDigit(s[i + 1])) return false;
+      continue;
     }
+    out->push_back(s[i]);
   }
-  if (digits == 0) return 0;
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    size_t j = i + 1;
-    if (j < s.size() && (s[j] == '+' || s[j] == '-')) ++j;
-    size_t k = j;
-    while (k < s.size() && s[k] >= '0' && s[k] <= '9') ++k;
-    if (k > j) i = k;
-  }
-  return i;
+  return true;
 }
 
-double ParseDecimal(std::string_view lit) {
-  if (lit == "Infinity") return std::numeric_limits<double>::infinity();
-  std::string tmp(lit);
-  return std::strtod(tmp.c_str(), nullptr);
+std::string LowerAscii(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
 }
 
 }  // namespace
 
-bool JsParseInt(std::string_view s, int64_t* out) {
-  std::string t = TrimStart(s);
-  size_t i = 0;
-  bool neg = false;
-  if (i < t.size() && (t[i] == '+' || t[i] == '-')) neg = t[i++] == '-';
-  size_t start = i;
-  int64_t v = 0;
-  while (i < t.size() && t[i] >= '0' && t[i] <= '9') {
-    if (v < std::numeric_limits<int64_t>::max() / 10) v = v * 10 + (t[i] - '0');
-    ++i;
-  }
-  if (i == start) return false;
-  *out = neg ? -v : v;
-  return true;
-}
-
-bool JsParseFloat(std::string_view s, double* out) {
-  std::string t = TrimStart(s);
+bool PyParseInt(std::string_view s, int64_t* out) {
+  std::string t = Strip(s, nullptr, true, true);
   std::string_view v(t);
   bool neg = false;
   if (!v.empty() && (v[0] == '+' || v[0] == '-')) {
     neg = v[0] == '-';
     v.remove_prefix(1);
   }
-  size_t n = DecimalPrefix(v);
-  if (n == 0) return false;
-  double d = ParseDecimal(v.substr(0, n));
-  *out = neg ? -d : d;
+  std::string digits;
+  if (v.empty() || !DropUnderscores(v, &digits) || digits.empty()) return false;
+  uint64_t acc = 0;
+  for (char c : digits) {
+    if (!IsDigit(c)) return false;
+    if (acc > (std::numeric_limits<uint64_t>::max() - 9) / 10) return false;
+    acc = acc * 10 + static_cast<uint64_t>(c - '0');
+  }
+  const uint64_t limit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) + (neg ? 1 : 0);
+  if (acc > limit) return false;
+  *out = neg ? static_cast<int64_t>(0 - acc) : static_cast<int64_t>(acc);
   return true;
 }
 
-double JsStringToNumber(std::string_view s) {
-  std::string t = Trim(s);
-  if (t.empty()) return 0;
+bool PyParseFloat(std::string_view s, double* out) {
+  std::string t = Strip(s, nullptr, true, true);
   std::string_view v(t);
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X' || v[1] == 'o' || v[1] == 'O' ||
-                                      v[1] == 'b' || v[1] == 'B')) {
-    int base = (v[1] == 'x' || v[1] == 'X') ? 16 : (v[1] == 'o' || v[1] == 'O') ? 8 : 2;
-    double r = 0;
-    for (char c : v.substr(2)) {
-      int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-              : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : 99;
-      if (d >= base) return nan;
-      r = r * base + d;
-    }
-    return r;
-  }
   bool neg = false;
-  if (v[0] == '+' || v[0] == '-') {
+  if (!v.empty() && (v[0] == '+' || v[0] == '-')) {
     neg = v[0] == '-';
     v.remove_prefix(1);
   }
-  size_t n = DecimalPrefix(v);
-  if (n == 0 || n != v.size()) return nan;
-  double d = ParseDecimal(v);
-  return neg ? -d : d;
+  const std::string word = LowerAscii(v);
+  double d;
+  if (word == "inf" || word == "infinity") {
+    d = std::numeric_limits<double>::infinity();
+  } else if (word == "nan") {
+    d = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    // digits [. digits] [e [sign] digits], at least one mantissa digit.
+    size_t i = 0;
+    auto run = [&](std::string* into) {
+      size_t start = i;
+      while (i < v.size() && (IsDigit(v[i]) || v[i] == '_')) ++i;
+      return DropUnderscores(v.substr(start, i - start), into);
+    };
+    std::string lit, int_part, frac_part, exp_part;
+    if (!run(&int_part)) return false;
+    if (i < v.size() && v[i] == '.') {
+      ++i;
+      if (!run(&frac_part)) return false;
+    }
+    if (int_part.empty() && frac_part.empty()) return false;
+    lit = int_part + "." + frac_part;
+    if (i < v.size() && (v[i] == 'e' || v[i] == 'E')) {
+      ++i;
+      std::string sign;
+      if (i < v.size() && (v[i] == '+' || v[i] == '-')) sign = v[i++];
+      if (!run(&exp_part) || exp_part.empty()) return false;
+      lit += "e" + sign + exp_part;
+    }
+    if (i != v.size()) return false;
+    d = std::strtod(lit.c_str(), nullptr);
+  }
+  *out = neg ? -d : d;
+  return true;
 }
 
 }  // namespace specd::jinja

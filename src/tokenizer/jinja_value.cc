@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "tokenizer/jinja_pystr.h"
 #include "tokenizer/jinja_strings.h"
 
 namespace specd::jinja {
@@ -36,18 +37,23 @@ const Value* CallArgs::Keyword(std::string_view name) const {
   return nullptr;
 }
 
+const Value* CallArgs::Get(size_t i, std::string_view keyword) const {
+  if (i < positional.size()) return &positional[i];
+  return keyword.empty() ? nullptr : Keyword(keyword);
+}
+
 const char* Value::TypeName() const {
   switch (kind_) {
-    case Kind::kUndefined: return "UndefinedValue";
-    case Kind::kNull: return "NullValue";
-    case Kind::kBool: return "BooleanValue";
-    case Kind::kInt: return "IntegerValue";
-    case Kind::kFloat: return "FloatValue";
-    case Kind::kString: return "StringValue";
-    case Kind::kArray: return "ArrayValue";
-    case Kind::kObject: return "ObjectValue";
-    case Kind::kNamespace: return "NamespaceValue";
-    case Kind::kFunction: return "FunctionValue";
+    case Kind::kUndefined: return "Undefined";
+    case Kind::kNull: return "NoneType";
+    case Kind::kBool: return "bool";
+    case Kind::kInt: return "int";
+    case Kind::kFloat: return "float";
+    case Kind::kString: return "str";
+    case Kind::kArray: return tuple_ ? "tuple" : "list";
+    case Kind::kObject: return "dict";
+    case Kind::kNamespace: return "Namespace";
+    case Kind::kFunction: return "function";
   }
   return "?";
 }
@@ -58,7 +64,7 @@ bool Value::Truthy() const {
     case Kind::kNull: return false;
     case Kind::kBool: return b_;
     case Kind::kInt: return i_ != 0;
-    case Kind::kFloat: return f_ != 0 && !std::isnan(f_);
+    case Kind::kFloat: return f_ != 0;  // nan is true, as in Python
     case Kind::kString: return !s_.empty();
     case Kind::kArray: return !array_->empty();
     case Kind::kObject: return !object_->entries.empty();
@@ -94,13 +100,7 @@ Value FromJsonAt(const nlohmann::ordered_json& j, int depth) {
       }
       return Value::Float(static_cast<double>(u));
     }
-    case T::number_float: {
-      double d = j.get<double>();
-      if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9.2e18) {
-        return Value::Int(static_cast<int64_t>(d));
-      }
-      return Value::Float(d);
-    }
+    case T::number_float: return Value::Float(j.get<double>());
     case T::string: return Value::String(j.get<std::string>());
     case T::array: {
       Array items;
@@ -122,69 +122,7 @@ Value FromJsonAt(const nlohmann::ordered_json& j, int depth) {
 
 Value FromJson(const nlohmann::ordered_json& j) { return FromJsonAt(j, 0); }
 
-std::string JsNumberToString(double d) {
-  if (std::isnan(d)) return "NaN";
-  if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
-  if (d == 0) return "0";
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
-  std::string sci(buf, res.ptr);
-  // sci: [-]d[.ddd]e[+-]XX
-  bool neg = sci[0] == '-';
-  if (neg) sci.erase(0, 1);
-  size_t e = sci.find('e');
-  std::string digits = sci.substr(0, e);
-  int exp10 = std::stoi(sci.substr(e + 1));
-  if (digits.size() > 1) digits.erase(1, 1);  // drop the '.'
-  int k = static_cast<int>(digits.size());
-  int n = exp10 + 1;  // value = 0.digits * 10^n
-  std::string out = neg ? "-" : "";
-  if (k <= n && n <= 21) {
-    out += digits + std::string(n - k, '0');
-  } else if (0 < n && n <= 21) {
-    out += digits.substr(0, n) + "." + digits.substr(n);
-  } else if (-6 < n && n <= 0) {
-    out += "0." + std::string(-n, '0') + digits;
-  } else {
-    out += digits.substr(0, 1);
-    if (k > 1) out += "." + digits.substr(1);
-    out += "e";
-    out += (n - 1 >= 0) ? "+" : "-";
-    out += std::to_string(std::abs(n - 1));
-  }
-  return out;
-}
-
 namespace {
-
-// FloatValue.toString in the reference: integral floats keep one decimal.
-std::string FloatToString(double d) {
-  if (d == 0 && std::signbit(d)) return "-0.0";
-  if (std::isfinite(d) && d == std::trunc(d)) {
-    if (std::fabs(d) >= 1e21) return JsNumberToString(d);
-    char buf[400];
-    std::snprintf(buf, sizeof(buf), "%.1f", d);
-    return buf;
-  }
-  return JsNumberToString(d);
-}
-
-// RuntimeValue.toString in the reference.
-std::string RuntimeToString(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::kUndefined: return "undefined";
-    case Value::Kind::kNull: return "null";
-    case Value::Kind::kBool: return v.bool_value() ? "true" : "false";
-    case Value::Kind::kInt: return std::to_string(v.int_value());
-    case Value::Kind::kFloat: return FloatToString(v.float_value());
-    case Value::Kind::kString: return v.str();
-    case Value::Kind::kArray:
-    case Value::Kind::kObject:
-    case Value::Kind::kNamespace: return ToJson(v, JsonOptions{}, false);
-    case Value::Kind::kFunction: Fail("cannot convert function '" + v.function().name + "' to a string");
-  }
-  return {};
-}
 
 void AppendHex4(unsigned v, std::string* out) {
   char buf[8];
@@ -193,31 +131,6 @@ void AppendHex4(unsigned v, std::string* out) {
 }
 
 }  // namespace
-
-std::string RenderString(const Value& v) {
-  if (v.is_undefined() || v.is_null()) return {};
-  return RuntimeToString(v);
-}
-
-std::string ConcatString(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::kInt: return std::to_string(v.int_value());
-    case Value::Kind::kFloat: return JsNumberToString(v.float_value());
-    case Value::Kind::kArray: {
-      std::string out;
-      bool first = true;
-      for (const Value& e : v.array()) {
-        if (!first) out += ",";
-        first = false;
-        out += RuntimeToString(e);
-      }
-      return out;
-    }
-    case Value::Kind::kObject:
-    case Value::Kind::kNamespace: return "[object Map]";
-    default: return RuntimeToString(v);
-  }
-}
 
 std::string JsonQuote(std::string_view s, bool ensure_ascii) {
   std::string out = "\"";
@@ -238,8 +151,8 @@ std::string JsonQuote(std::string_view s, bool ensure_ascii) {
     if (cp < 0x20) {
       AppendHex4(cp, &out);
     } else if (ensure_ascii && cp >= 0x7F) {
-      // JS makeAsciiSafe escapes UTF-16 code units: astral characters
-      // become a surrogate pair.
+      // Python escapes UTF-16 code units: astral characters become a
+      // surrogate pair.
       if (cp >= 0x10000) {
         char32_t c = cp - 0x10000;
         AppendHex4(0xD800 + (c >> 10), &out);
@@ -259,48 +172,49 @@ std::string JsonQuote(std::string_view s, bool ensure_ascii) {
 
 namespace {
 
-void ToJsonImpl(const Value& v, const JsonOptions& opts, int depth, bool undefined_to_null,
-                std::string* out) {
+void ToJsonImpl(const Value& v, const JsonOptions& opts, int depth, std::string* out) {
   if (depth > 512) Fail("tojson: value nested too deeply");
+  const bool pretty = opts.indent >= 0;
   std::string item_sep, key_sep;
   if (opts.has_separators) {
     item_sep = opts.item_separator;
     key_sep = opts.key_separator;
   } else {
-    item_sep = opts.indent > 0 ? "," : ", ";
+    item_sep = pretty ? "," : ", ";
     key_sep = ": ";
   }
   switch (v.kind()) {
     case Value::Kind::kNull: *out += "null"; return;
-    case Value::Kind::kUndefined: *out += undefined_to_null ? "null" : "undefined"; return;
     case Value::Kind::kBool: *out += v.bool_value() ? "true" : "false"; return;
     case Value::Kind::kInt: *out += std::to_string(v.int_value()); return;
-    case Value::Kind::kFloat:
-      *out += std::isfinite(v.float_value()) ? JsNumberToString(v.float_value()) : "null";
+    case Value::Kind::kFloat: {
+      const double d = v.float_value();
+      *out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity") : PyFloatRepr(d);
       return;
+    }
     case Value::Kind::kString: *out += JsonQuote(v.str(), opts.ensure_ascii); return;
-    case Value::Kind::kFunction: Fail("Cannot convert to JSON: FunctionValue");
-    default: break;
+    case Value::Kind::kArray:
+    case Value::Kind::kObject: break;
+    default: Fail(std::string("Object of type ") + v.TypeName() + " is not JSON serializable");
   }
-  std::string indent(opts.indent > 0 ? opts.indent : 0, ' ');
+  const std::string indent(pretty ? opts.indent : 0, ' ');
   std::string base_pad = "\n";
   for (int i = 0; i < depth; ++i) base_pad += indent;
-  std::string child_pad = base_pad + indent;
-  const bool pretty = opts.indent > 0;
+  const std::string child_pad = base_pad + indent;
   if (v.is_array()) {
     const Array& items = v.array();
     *out += "[";
     for (size_t i = 0; i < items.size(); ++i) {
       if (i > 0) *out += item_sep;
       if (pretty) *out += child_pad;
-      ToJsonImpl(items[i], opts, depth + 1, undefined_to_null, out);
+      ToJsonImpl(items[i], opts, depth + 1, out);
     }
     if (pretty && !items.empty()) *out += base_pad;
     *out += "]";
     return;
   }
   std::vector<const std::pair<std::string, Value>*> entries;
-  for (const auto& e : v.attributes().entries) entries.push_back(&e);
+  for (const auto& e : v.object().entries) entries.push_back(&e);
   if (opts.sort_keys) {
     std::stable_sort(entries.begin(), entries.end(),
                      [](const auto* a, const auto* b) { return a->first < b->first; });
@@ -311,49 +225,71 @@ void ToJsonImpl(const Value& v, const JsonOptions& opts, int depth, bool undefin
     if (pretty) *out += child_pad;
     *out += JsonQuote(entries[i]->first, opts.ensure_ascii);
     *out += key_sep;
-    ToJsonImpl(entries[i]->second, opts, depth + 1, undefined_to_null, out);
+    ToJsonImpl(entries[i]->second, opts, depth + 1, out);
   }
   if (pretty && !entries.empty()) *out += base_pad;
   *out += "}";
 }
 
-bool IsContainer(const Value& v) { return v.Identity() != nullptr; }
-
 }  // namespace
 
-std::string ToJson(const Value& v, const JsonOptions& opts, bool undefined_to_null) {
+std::string ToJson(const Value& v, const JsonOptions& opts) {
   std::string out;
-  ToJsonImpl(v, opts, 0, undefined_to_null, &out);
+  ToJsonImpl(v, opts, 0, &out);
   return out;
 }
 
-bool StrictEquals(const Value& a, const Value& b) {
-  if (a.is_number() && b.is_number()) return a.number() == b.number();
+bool PyEquals(const Value& a, const Value& b) {
+  using K = Value::Kind;
+  if (a.is_numeric() && b.is_numeric()) {
+    if (a.kind() != K::kFloat && b.kind() != K::kFloat) return a.integer() == b.integer();
+    return a.numeric() == b.numeric();
+  }
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
-    case Value::Kind::kUndefined:
-    case Value::Kind::kNull: return true;
-    case Value::Kind::kBool: return a.bool_value() == b.bool_value();
-    case Value::Kind::kString: return a.str() == b.str();
+    case K::kUndefined:
+    case K::kNull: return true;
+    case K::kString: return a.str() == b.str();
+    case K::kArray: {
+      if (a.is_tuple() != b.is_tuple() || a.array().size() != b.array().size()) return false;
+      for (size_t i = 0; i < a.array().size(); ++i) {
+        if (!PyEquals(a.array()[i], b.array()[i])) return false;
+      }
+      return true;
+    }
+    case K::kObject: {
+      const auto& ea = a.object().entries;
+      if (ea.size() != b.object().entries.size()) return false;
+      for (const auto& [k, v] : ea) {
+        const Value* other = b.object().Find(k);
+        if (other == nullptr || !PyEquals(v, *other)) return false;
+      }
+      return true;
+    }
     default: return a.Identity() == b.Identity();
   }
 }
 
-bool LooseEquals(const Value& a, const Value& b) {
-  if (a.is_number() && b.is_number()) return a.number() == b.number();
-  const bool a_nullish = a.is_undefined() || a.is_null();
-  const bool b_nullish = b.is_undefined() || b.is_null();
-  if (a_nullish || b_nullish) return a_nullish && b_nullish;
-  if (a.kind() == Value::Kind::kBool) return LooseEquals(Value::Int(a.bool_value()), b);
-  if (b.kind() == Value::Kind::kBool) return LooseEquals(a, Value::Int(b.bool_value()));
-  if (a.is_string() && b.is_string()) return a.str() == b.str();
-  if (a.is_number() && b.is_string()) return a.number() == JsStringToNumber(b.str());
-  if (a.is_string() && b.is_number()) return JsStringToNumber(a.str()) == b.number();
-  if (IsContainer(a) && IsContainer(b)) return a.Identity() == b.Identity();
-  // One container, one primitive: the container becomes its string form.
-  if (a.kind() == Value::Kind::kFunction || b.kind() == Value::Kind::kFunction) return false;
-  if (IsContainer(a)) return LooseEquals(Value::String(ConcatString(a)), b);
-  return LooseEquals(a, Value::String(ConcatString(b)));
+int PyCompare(const Value& a, const Value& b, SourcePos pos) {
+  if (a.is_undefined()) Fail(a.undefined_message(), pos);
+  if (b.is_undefined()) Fail(b.undefined_message(), pos);
+  if (a.is_numeric() && b.is_numeric()) {
+    if (a.kind() != Value::Kind::kFloat && b.kind() != Value::Kind::kFloat) {
+      return a.integer() < b.integer() ? -1 : a.integer() > b.integer() ? 1 : 0;
+    }
+    const double x = a.numeric(), y = b.numeric();
+    return x < y ? -1 : x > y ? 1 : 0;
+  }
+  if (a.is_string() && b.is_string()) return a.str() < b.str() ? -1 : a.str() > b.str() ? 1 : 0;
+  if (a.is_array() && b.is_array() && a.is_tuple() == b.is_tuple()) {
+    const Array &x = a.array(), &y = b.array();
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      if (!PyEquals(x[i], y[i])) return PyCompare(x[i], y[i], pos);
+    }
+    return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
+  }
+  Fail(std::string("'<' not supported between instances of '") + a.TypeName() + "' and '" + b.TypeName() + "'",
+       pos);
 }
 
 }  // namespace specd::jinja

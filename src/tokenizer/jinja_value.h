@@ -1,16 +1,19 @@
 // Runtime values of the chat-template (Jinja subset) interpreter.
 //
-// The semantics follow @huggingface/jinja (the renderer transformers.js and
-// the Hugging Face Hub use), which is this module's reference; where it
-// differs from Python Jinja2 the reference wins, e.g. `{{ none }}` renders
-// nothing, booleans print as "true"/"false", `==` on lists and dicts is
-// identity (two equal-looking lists compare unequal unless they are the same
-// object), and an integral JSON number (1.0) is an integer.
+// The semantics are Python's, as jinja2 (set up as transformers'
+// apply_chat_template sets it up) gives them to templates: `{{ none }}`
+// prints "None", booleans print "True"/"False", lists and dicts print as
+// their Python repr, `==` compares by value, integers and floats stay
+// distinct (JSON 1.0 is the float 1.0). An undefined value (a missing
+// variable, key or attribute) prints as "" and iterates as empty, and
+// fails when used in arithmetic, comparison, attribute access or a call,
+// as jinja2's default Undefined does.
 //
+// Lists and tuples are one kind (kArray) told apart by is_tuple(): tuples
+// come from `(a, b)` literals, `a, b` and dict items, and print as `(a, b)`.
 // Arrays and objects are immutable once built and shared by pointer, so
-// slicing `messages[1:]` copies pointers, not messages, and identity
-// comparison matches the reference. Namespaces are the only mutable values.
-// Objects keep insertion order (tojson output depends on it).
+// slicing `messages[1:]` copies pointers, not messages. Namespaces are the
+// only mutable values. Objects keep insertion order, as Python dicts do.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +50,7 @@ using Array = std::vector<Value>;
 using ArrayPtr = std::shared_ptr<const Array>;
 
 // Insertion-ordered string-keyed map; later Set() of an existing key
-// replaces the value in place (like a JS Map / Python dict).
+// replaces the value in place (like a Python dict).
 struct Object {
   std::vector<std::pair<std::string, Value>> entries;
   const Value* Find(std::string_view key) const;
@@ -60,6 +63,9 @@ struct CallArgs {
   std::vector<Value> positional;
   std::vector<std::pair<std::string, Value>> keyword;
   const Value* Keyword(std::string_view name) const;
+  // Python-style parameter lookup: positional argument i, else the keyword
+  // argument named `keyword` (none when empty); nullptr when not given.
+  const Value* Get(size_t i, std::string_view keyword) const;
 };
 
 struct Function {
@@ -76,6 +82,9 @@ class Value {
   enum class Kind { kUndefined, kNull, kBool, kInt, kFloat, kString, kArray, kObject, kNamespace, kFunction };
 
   Value() = default;  // undefined
+  // Undefined with the error message to give when it is used ("'x' is
+  // undefined").
+  static Value Undefined(std::string hint) { Value v; v.s_ = std::move(hint); return v; }
   static Value Null() { return Value(Kind::kNull); }
   static Value Bool(bool b) { Value v(Kind::kBool); v.b_ = b; return v; }
   static Value Int(int64_t i) { Value v(Kind::kInt); v.i_ = i; return v; }
@@ -84,6 +93,11 @@ class Value {
   static Value MakeArray(Array items) {
     Value v(Kind::kArray);
     v.array_ = std::make_shared<const Array>(std::move(items));
+    return v;
+  }
+  static Value MakeTuple(Array items) {
+    Value v = MakeArray(std::move(items));
+    v.tuple_ = true;
     return v;
   }
   static Value MakeObject(Object obj) {
@@ -108,6 +122,9 @@ class Value {
   bool is_string() const { return kind_ == Kind::kString; }
   bool is_number() const { return kind_ == Kind::kInt || kind_ == Kind::kFloat; }
   bool is_array() const { return kind_ == Kind::kArray; }
+  bool is_tuple() const { return kind_ == Kind::kArray && tuple_; }
+  // Int, float or bool (Python's bool is an int).
+  bool is_numeric() const { return is_number() || kind_ == Kind::kBool; }
   bool is_object() const { return kind_ == Kind::kObject; }
   // Objects and namespaces: what attribute filters (selectattr, map) accept.
   bool is_attribute_container() const { return kind_ == Kind::kObject || kind_ == Kind::kNamespace; }
@@ -117,6 +134,12 @@ class Value {
   double float_value() const { return f_; }
   // Int or float as a double.
   double number() const { return kind_ == Kind::kInt ? static_cast<double>(i_) : f_; }
+  // Int or bool as an integer (REQUIRES: kInt or kBool).
+  int64_t integer() const { return kind_ == Kind::kBool ? (b_ ? 1 : 0) : i_; }
+  // Int, bool or float as a double.
+  double numeric() const { return kind_ == Kind::kBool ? (b_ ? 1.0 : 0.0) : number(); }
+  // What using an undefined value fails with.
+  std::string undefined_message() const { return s_.empty() ? "value is undefined" : s_; }
   const std::string& str() const { return s_; }
   const Array& array() const { return *array_; }
   const ArrayPtr& array_ptr() const { return array_; }
@@ -126,10 +149,10 @@ class Value {
   Object& namespace_object() const { return *ns_; }
   const Function& function() const { return *fn_; }
 
-  // The reference's type names ("StringValue", ...), used in error messages.
+  // Python type names ("str", "NoneType", ...), used in error messages.
   const char* TypeName() const;
-  // Python-like truthiness as the reference defines it (empty containers are
-  // false; a namespace is always true).
+  // Python truthiness (empty containers, 0, 0.0, "" and none are false; nan,
+  // namespaces and functions are true; undefined is false).
   bool Truthy() const;
   // Identity of the shared container (arrays, objects, namespaces,
   // functions); nullptr for scalars.
@@ -139,6 +162,7 @@ class Value {
   explicit Value(Kind k) : kind_(k) {}
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
+  bool tuple_ = false;
   int64_t i_ = 0;
   double f_ = 0;
   std::string s_;
@@ -148,36 +172,32 @@ class Value {
   std::shared_ptr<Function> fn_;
 };
 
-// JSON data (request messages, tools) to values. Integral floats become
-// integers, as JSON.parse + Number.isInteger would make them.
+// JSON data (request messages, tools) to values: JSON integers become ints,
+// JSON numbers with a fraction or exponent floats, as Python's json.loads.
 Value FromJson(const nlohmann::ordered_json& j);
 
-// What `{{ value }}` prints (undefined and none print nothing).
-std::string RenderString(const Value& v);
-// JS `String(value.value)`: what `~` and string `+` concatenate
-// (floats lose ".0": 2.0 ~ "" is "2"; lists join their items with ",").
-std::string ConcatString(const Value& v);
-// JavaScript Number.prototype.toString (shortest round-trip digits).
-std::string JsNumberToString(double d);
-
 struct JsonOptions {
-  int indent = 0;  // 0: single line
+  int indent = -1;  // < 0: single line; >= 0: newlines and this many spaces
   bool ensure_ascii = false;
   bool sort_keys = false;
   bool has_separators = false;
   std::string item_separator, key_separator;
 };
-// The reference's toJSON: Python json.dumps separators (", " and ": ", or ","
-// and ": " when indenting), non-ASCII kept unless ensure_ascii.
-// undefined_to_null=false prints "undefined" (used when a list is printed).
-std::string ToJson(const Value& v, const JsonOptions& opts, bool undefined_to_null = true);
-// JSON.stringify of one string.
+// Python json.dumps(v, ensure_ascii=False, ...) as transformers' tojson
+// calls it: separators ", " and ": " (or "," and ": " when indenting),
+// floats as Python repr, nan/inf as NaN/Infinity. Undefined, namespaces and
+// functions are not serializable (throws).
+std::string ToJson(const Value& v, const JsonOptions& opts);
+// json.dumps of one string.
 std::string JsonQuote(std::string_view s, bool ensure_ascii);
 
-// JS loose equality (`==`) on the underlying values.
-bool LooseEquals(const Value& a, const Value& b);
-// JS strict equality (`===`) on the underlying values (used by `in` on lists
-// and the equalto test).
-bool StrictEquals(const Value& a, const Value& b);
+// Python `a == b`: numbers (and bools) by value, strings, lists, tuples and
+// dicts by contents (a list never equals a tuple), undefined equals only
+// undefined, namespaces and functions by identity.
+bool PyEquals(const Value& a, const Value& b);
+// Python ordering for `<` and sorting: -1, 0 or 1. Numbers (and bools) with
+// each other, strings by code point, lists (tuples) lexicographically;
+// anything else throws a TypeError-like JinjaError at `pos`.
+int PyCompare(const Value& a, const Value& b, SourcePos pos);
 
 }  // namespace specd::jinja
