@@ -1,9 +1,13 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <malloc.h>
 #include <signal.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 
@@ -60,6 +64,27 @@ ApiError FromStatus(const Status& s, Endpoint ep) {
   }
 }
 
+// A Content-Length value: only decimal digits (RFC 9110), no sign, no
+// overflow. False for anything else.
+bool ParseContentLength(const std::string& v, uint64_t* out) {
+  if (v.empty() || v.size() > 19) return false;
+  uint64_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *out = n;
+  return true;
+}
+
+// Longest byte string a single token decodes to (special tokens included).
+size_t MaxTokenBytes(const Tokenizer& t) {
+  size_t longest = 1;
+  for (int id = 0; id < t.vocab_size(); ++id)
+    longest = std::max(longest, t.TokenBytes(id, /*skip_special=*/false).size());
+  return longest;
+}
+
 bool ConstantTimeEquals(const std::string& given, const std::string& key) {
   if (key.empty()) return false;
   unsigned char diff = given.size() != key.size() ? 1 : 0;
@@ -109,6 +134,19 @@ Status OpenAiServer::Start() {
   http_->set_write_timeout(options_.write_timeout_s, 0);
   http_->set_keep_alive_timeout(options_.keep_alive_timeout_s);
   http_->set_keep_alive_max_count(1000);
+  if (options_.port < 0 || options_.port > 65535)
+    return InvalidArgumentError(fmt::format("--port: expected 0..65535 (0: any free port), got {}",
+                                            options_.port))
+        .WithStage("serve");
+  // Exclusive bind: SO_REUSEADDR (restart while old connections linger in
+  // TIME_WAIT) but not the library's SO_REUSEPORT, with which a second server
+  // on the same port would "listen" too and take half the connections.
+  int listen_fd = -1;
+  http_->set_socket_options([&listen_fd](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd = sock;
+  });
   Routes();
   if (options_.port == 0) {
     port_ = http_->bind_to_any_port(options_.host);
@@ -120,6 +158,11 @@ Status OpenAiServer::Start() {
           .WithStage("serve");
     port_ = options_.port;
   }
+  // The library listens with a backlog of 5; a burst of connections then
+  // overflows the accept queue. listen() again on the bound socket raises it.
+  if (listen_fd >= 0 && ::listen(listen_fd, std::max(16, options_.listen_backlog)) != 0)
+    LOG_WARN("serve", "could not raise the listen backlog to {}: {}", options_.listen_backlog,
+             std::strerror(errno));
   listen_thread_ = std::thread([this] { http_->listen_after_bind(); });
   LOG_INFO("serve", "listening on http://{}:{} (model '{}'{})", options_.host, port_,
            options_.served_model_name, options_.api_key.empty() ? "" : ", API key required");
@@ -130,6 +173,7 @@ Status OpenAiServer::Attach(Engine* engine, const Tokenizer* tokenizer, Eagle3He
   tokenizer_ = tokenizer;
   if (tokenizer_) {
     ASSIGN_OR_RETURN(chat_, ChatPrompt::Create(options_.model_path, tokenizer_));
+    max_token_bytes_ = MaxTokenBytes(*tokenizer_);
   }
   scheduler_ = std::make_unique<Scheduler>(engine, tokenizer, head, options_.scheduler);
   RETURN_IF_ERROR(scheduler_->Start().WithStage("serve"));
@@ -179,8 +223,35 @@ void OpenAiServer::Routes() {
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     SendError(res, Error(500, "internal error while handling the request", "", "server_error"));
   });
-  // API key on every /v1 route.
+  // Before the body is read: Content-Length checked at the header (a 413 for
+  // a body over the limit, a 400 for a malformed one, then the connection
+  // closes instead of waiting for bytes that may never come), then the API
+  // key on every /v1 route.
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const bool chunked = req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+    if (req.method == "POST" && !chunked && !req.has_header("Content-Length")) {
+      // The library would read such a body until the client closes.
+      SendError(res, Error(411, "a POST needs a Content-Length header (or chunked encoding)"));
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.has_header("Content-Length")) {
+      const std::string v = req.get_header_value("Content-Length");
+      uint64_t n = 0;
+      if (!ParseContentLength(v, &n) || req.get_header_value_count("Content-Length") > 1) {
+        SendError(res, Error(400, "Content-Length: expected one non-negative decimal integer, got '" +
+                                      v + "'"));
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (n > options_.max_body_bytes) {
+        SendError(res, Error(413, fmt::format("request body of {} bytes is larger than the limit "
+                                              "of {} bytes (--max-body-bytes)",
+                                              n, options_.max_body_bytes)));
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     if (options_.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
       return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
@@ -217,6 +288,16 @@ void OpenAiServer::Routes() {
 
   auto generate = [this](Endpoint ep) {
     return [this, ep](const httplib::Request& req, httplib::Response& res) {
+      // After a large request, hand freed heap pages back to the system: the
+      // HTTP threads' malloc arenas otherwise keep a flood of big prompts'
+      // memory for good (glibc raises its mmap threshold as big blocks are
+      // freed, so later ones land in the arenas).
+      struct TrimAfterLargeBody {
+        bool large;
+        ~TrimAfterLargeBody() {
+          if (large) ::malloc_trim(0);
+        }
+      } trim{req.body.size() >= (256u << 10)};
       if (!ready()) {
         SendError(res, Error(503, shut_down_ ? "the server is shutting down"
                                   : !ready_  ? "the model is still loading"
@@ -232,6 +313,19 @@ void OpenAiServer::Routes() {
         return SendError(res, Error(404, "The model `" + r.model + "` does not exist (this server "
                                           "serves `" + options_.served_model_name + "`)",
                                     "model", "invalid_request_error", "model_not_found"));
+      // A prompt of more bytes than max_prompt_tokens tokens can cover is
+      // refused before tokenizing it (tokenizing megabytes costs seconds and
+      // memory for an answer known in advance).
+      const size_t max_prompt_bytes =
+          static_cast<size_t>(scheduler_->max_prompt_tokens()) * max_token_bytes_ * 4 + 4096;
+      auto too_long = [&](size_t bytes) {
+        const char* field = ep == Endpoint::kChat ? "messages" : "prompt";
+        return Error(400, fmt::format("{}: the prompt has {} bytes, more than any prompt of at "
+                                      "most {} tokens can have (context length {})",
+                                      field, bytes, scheduler_->max_prompt_tokens(),
+                                      scheduler_->context_length()),
+                     field);
+      };
       ServeRequest sr;
       if (ep == Endpoint::kChat) {
         if (!tokenizer_ || !chat_)
@@ -240,6 +334,7 @@ void OpenAiServer::Routes() {
                                       "messages"));
         auto text = chat_->Render(r.messages);
         if (!text.ok()) return SendError(res, Error(400, "messages: " + text.status().message(), "messages"));
+        if (text->size() > max_prompt_bytes) return SendError(res, too_long(text->size()));
         sr.prompt = tokenizer_->Encode(*text, chat_->add_special());
       } else if (r.prompt_is_ids) {
         sr.prompt = r.prompt_ids;
@@ -247,6 +342,8 @@ void OpenAiServer::Routes() {
         if (!tokenizer_)
           return SendError(res, Error(400, "prompt: this model has no tokenizer: send token ids",
                                       "prompt"));
+        if (r.prompt_text.size() > max_prompt_bytes)
+          return SendError(res, too_long(r.prompt_text.size()));
         sr.prompt = tokenizer_->Encode(r.prompt_text, /*add_special=*/true);
       }
       const int n_prompt = static_cast<int>(sr.prompt.size());

@@ -10,9 +10,11 @@
 // engine step fails, every in-flight request gets an error (streams an error
 // event, then [DONE]) and /health turns 503.
 //
-// Security defaults: 127.0.0.1, optional API key (Bearer) on every /v1 route,
-// body size limit (413), header/URI limits (cpp-httplib's 8 KiB), read/write
-// and keep-alive timeouts.
+// Security defaults: 127.0.0.1, exclusive bind, optional API key (Bearer) on
+// every /v1 route, body size limit (413, decided from Content-Length before
+// the body is read; a malformed or negative Content-Length is a 400), prompt
+// size bounded before tokenization, header/URI limits (cpp-httplib's 8 KiB),
+// read/write and keep-alive timeouts, a listen backlog sized for bursts.
 #pragma once
 
 #include <atomic>
@@ -37,7 +39,8 @@ class RequestCounter;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;               // 0: any free port (see OpenAiServer::port)
+  int port = 8000;               // 0..65535; 0: any free port (see OpenAiServer::port)
+  int listen_backlog = 1024;     // pending connections the kernel queues (capped by somaxconn)
   std::string api_key;           // empty: no authentication
   std::string served_model_name; // empty: the model file or folder name
   std::string model_path;        // where the chat template is looked up
@@ -55,8 +58,9 @@ class OpenAiServer {
   explicit OpenAiServer(ServerOptions options);
   ~OpenAiServer();
 
-  // Binds host:port (IoError naming the address if it cannot) and serves on a
-  // background thread.
+  // Binds host:port exclusively (no SO_REUSEPORT: a second server on the
+  // same port fails with IoError naming the address; InvalidArgument for a
+  // port outside 0..65535) and serves on a background thread.
   Status Start();
   // The bound port (after Start).
   int port() const { return port_; }
@@ -88,6 +92,10 @@ class OpenAiServer {
   std::atomic<bool> shut_down_{false};
   std::atomic<int> open_streams_{0};  // SSE responses not yet released
   int64_t created_ = 0;
+  // Longest byte sequence one token stands for (set by Attach): a prompt of
+  // more than max_prompt_tokens * this * 4 bytes cannot fit, and is refused
+  // before it is tokenized (4: room for normalizers that shrink text).
+  size_t max_token_bytes_ = 0;
 };
 
 // Runs a server over an already loaded engine until SIGINT or SIGTERM, then
