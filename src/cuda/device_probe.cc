@@ -15,7 +15,7 @@ std::string CudaVersionString(int version) {
 std::string DescribeProbe(const ProbeResult& p) {
   std::string s;
   if (!p.built) {
-    s += "  not built: " + p.reason + "\n";
+    s += "  " + p.reason + "\n";
     return s;
   }
   s += "  built with toolkit " + p.toolkit + " for architectures " + p.architectures + "\n";
