@@ -65,12 +65,20 @@ bool IsKeyErrorArch(const FailureText& t) {
   return IsArchitectureKey(t.message, t.context);
 }
 
-// A line that is just "Killed" (what a shell prints for SIGKILL), or a kernel
-// OOM-killer line, or an exit status that means SIGKILL.
+// Evidence that the kernel's OOM killer ended a process: its own log line, a
+// container runtime's OOMKilled, or the cgroup's oom_kill counter (the
+// supervisor adds "oom_kill counter rose" when it sees one).
+bool IsOomKilled(const FailureText& t) {
+  return TextHasAny(t, {"Out of memory: Killed process", "oom-kill", "OOMKilled", "oom_kill",
+                        "invoked oom-killer", "Memory cgroup out of memory"});
+}
+
+// A line that is just "Killed" (what a shell prints for SIGKILL), or an exit
+// status that means SIGKILL. SIGKILL has many senders (the OOM killer, kill -9,
+// a job scheduler, a health check): alone it is no evidence of OOM.
 bool IsKilled(const FailureText& t) {
   if (Trim(t.message) == "Killed" || Trim(t.type) == "Killed") return true;
-  if (TextHasAny(t, {"Out of memory: Killed process", "oom-kill", "OOMKilled", "oom_kill",
-                     "exit code 137", "exit status 137", "exitcode: -9", "exit code -9",
+  if (TextHasAny(t, {"exit code 137", "exit status 137", "exitcode: -9", "exit code -9",
                      "returncode -9", "signal 9", "Signal 9", "SIGKILL", "Signals.SIGKILL"})) {
     return true;
   }
@@ -142,9 +150,13 @@ const std::vector<FailureSignature>& Table() {
       {"teardown", "stopped during teardown",
        "this process was stopped because another one failed: look for the first failure",
        true},
-      {"oom_killed", "process killed (SIGKILL / OOM killer)",
-       "the process was killed with SIGKILL, usually by the kernel OOM killer: check `dmesg` / "
-       "container memory limits and reduce host memory use (fewer ranks per host, mmap weights)",
+      {"oom_killed", "process killed by the kernel OOM killer",
+       "the kernel's OOM killer ended the process: check `dmesg` / container memory limits and "
+       "reduce host memory use (fewer ranks per host, mmap weights)",
+       false},
+      {"killed", "process killed by SIGKILL",
+       "killed by SIGKILL (the OOM killer or an operator: check dmesg); `kill -9`, a job "
+       "scheduler's time or memory limit and container health checks send it too",
        false},
       {"collective_timeout", "collective / peer timeout",
        "peers timed out waiting in a collective: the rank that never arrived failed or hung "
@@ -232,7 +244,8 @@ const FailureSignature* MatchFailureSignature(const FailureText& t) {
     return find("corrupt_weights_file");
   }
   if (IsTeardown(t)) return find("teardown");
-  if (IsKilled(t)) return find("oom_killed");
+  if (IsOomKilled(t)) return find("oom_killed");
+  if (IsKilled(t)) return find("killed");
   if (IsCollectiveTimeout(t)) return find("collective_timeout");
   if (IsPeerDied(t)) return find("peer_died");
   if (TextHasAny(t, {"NCCL error", "ncclSystemError", "ncclInternalError",

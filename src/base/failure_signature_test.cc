@@ -55,8 +55,14 @@ TEST(FailureSignatureTest, KnownMessages) {
   EXPECT_EQ(Name({"Corruption", "/m/model.safetensors: tensor 'wq': expected shape [8, 8], found [8, 4]",
                   "", ""}),
             "weights_mismatch");
-  EXPECT_EQ(Name({"", "Killed", "", ""}), "oom_killed");
-  EXPECT_EQ(Name({"", "failed (exitcode: -9) local_rank: 1 (pid: 2345)", "", ""}), "oom_killed");
+  // SIGKILL alone is "killed"; only OOM evidence makes it "oom_killed".
+  EXPECT_EQ(Name({"", "Killed", "", ""}), "killed");
+  EXPECT_EQ(Name({"", "failed (exitcode: -9) local_rank: 1 (pid: 2345)", "", ""}), "killed");
+  EXPECT_EQ(Name({"", "killed by signal 9 (SIGKILL)", "", ""}), "killed");
+  EXPECT_EQ(Name({"", "Out of memory: Killed process 2345 (python3) total-vm:1234kB", "", ""}),
+            "oom_killed");
+  EXPECT_EQ(Name({"", "killed by signal 9 (SIGKILL)", "oom_kill counter rose", ""}), "oom_killed");
+  EXPECT_EQ(Name({"", "Container worker-0 terminated: OOMKilled (exit code 137)", "", ""}), "oom_killed");
   EXPECT_EQ(Name({"", "Sending process 2346 closing signal SIGTERM", "", ""}), "teardown");
   EXPECT_EQ(Name({"", "Received sigquit from a child process. It usually means the child failed.", "", ""}),
             "teardown");

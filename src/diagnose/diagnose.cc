@@ -89,11 +89,12 @@ Diagnosis Combine(std::vector<AnalysisResult> results, std::vector<std::string> 
   // rank; a supervisor line about the same kill usually does ("exitcode: -9
   // local_rank: 1"). Join them.
   const Candidate* joined = nullptr;
-  if (d.cause.rank < 0 && d.cause.signature == "oom_killed") {
+  auto is_kill = [](const std::string& sig) { return sig == "oom_killed" || sig == "killed"; };
+  if (d.cause.rank < 0 && is_kill(d.cause.signature)) {
     for (int t : {kTierCause, kTierGeneric}) {
       for (const Candidate& k : tiers[t]) {
         bool near = !(k.has_ts && d.cause.has_ts) || std::abs(k.ts - d.cause.ts) < 60;
-        if (&k != &tiers[best].front() && k.signature == "oom_killed" && k.rank >= 0 && near &&
+        if (&k != &tiers[best].front() && is_kill(k.signature) && k.rank >= 0 && near &&
             joined == nullptr) {
           joined = &k;
         }
@@ -103,6 +104,16 @@ Diagnosis Combine(std::vector<AnalysisResult> results, std::vector<std::string> 
       d.cause.rank = joined->rank;
       if (d.cause.process.empty()) d.cause.process = joined->process;
       for (const Evidence& e : joined->evidence) d.cause.evidence.push_back(e);
+    }
+  }
+  // A SIGKILL is blamed on the OOM killer only when the log has its line
+  // (within a minute of the kill).
+  if (d.cause.signature == "killed") {
+    for (const auto& tier : tiers) {
+      for (const Candidate& k : tier) {
+        const bool near = !(k.has_ts && d.cause.has_ts) || std::abs(k.ts - d.cause.ts) < 60;
+        if (k.signature == "oom_killed" && near) d.cause.signature = "oom_killed";
+      }
     }
   }
   d.cause_is_consequence = best == kTierConsequence;

@@ -116,7 +116,9 @@ FailureReport BuildFailureReport(std::vector<RankFailure> failures) {
   r.root_summary = Summary(rf);
   // Signature from what the rank said; failing that, from its last log lines
   // (a rank killed by the OOM killer says nothing, its log may).
-  const FailureSignature* sig = MatchFailureSignature({rf.status_code, r.root_summary, "", ""});
+  // SIGKILL counts as an OOM kill only with the cgroup's word for it.
+  const FailureSignature* sig = MatchFailureSignature(
+      {rf.status_code, r.root_summary, rf.oom_kill_seen ? "oom_kill counter rose" : "", ""});
   if (sig == nullptr && !rf.last_log_lines.empty()) {
     std::string tail = JoinLines(rf.last_log_lines);
     const FailureSignature* s = MatchFailureSignature({"", "", tail, ""});

@@ -31,6 +31,7 @@ struct RankFailure {
   int signal = 0;           // terminating signal, 0 if it exited
   std::vector<std::string> last_log_lines;  // oldest first
   bool torn_down = false;   // killed by the supervisor's own teardown
+  bool oom_kill_seen = false;  // the cgroup's oom_kill counter rose while this rank ran
 };
 
 // Ranks sharing one failure description.

@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "base/logging.h"
 #include "launch/failure_report.h"
+#include "launch/oom_kills.h"
 
 namespace specd {
 namespace {
@@ -84,6 +85,8 @@ int Supervise(const SupervisorOptions& opt,
   };
   std::vector<Rank> ranks(world);
   std::vector<launch::RankFailure> failures;
+  // A SIGKILL while this count rises is the OOM killer's (-1: unreadable).
+  const int64_t oom_kills_at_start = launch::OomKillCount();
   Stopwatch clock;
   const pid_t supervisor_pid = getpid();
 
@@ -197,6 +200,8 @@ int Supervise(const SupervisorOptions& opt,
         rf.signal = sig;
         rf.time_s = clock.Seconds();
         rf.torn_down = rk.signalled;
+        if (sig == SIGKILL && oom_kills_at_start >= 0)
+          rf.oom_kill_seen = launch::OomKillCount() > oom_kills_at_start;
         rk.failure = static_cast<int>(failures.size());
         failures.push_back(rf);
         if (first_failure_s < 0 && interrupt_signal == 0 && !rk.signalled)
