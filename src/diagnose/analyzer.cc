@@ -29,17 +29,63 @@ std::string_view TrimRight(std::string_view s) {
   return s;
 }
 
-// Words that make an unstamped line worth a closer look. Lines with a level
-// stamp are judged by their level instead, so this runs only on raw output.
-bool HasErrorKeyword(std::string_view c) {
-  static constexpr std::string_view kWords[] = {
-      "rror",  // Error, error
-      "Killed", "SIGKILL", "signal 9", "exit code", "exitcode", "out of memory",
-      "Address already in use", "sigquit", "closing signal", "Segmentation fault",
-      "core dumped", "no kernel image", "Watchdog caught", "never arrived", "FATAL", "Fatal",
-      "Exception"};
-  for (std::string_view w : kWords) {
-    if (c.find(w) != std::string_view::npos) return true;
+bool IsIdentChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// True when `v` (what follows "word:") reads as a counter or an empty value:
+// "0", "0.0", "none", "null", "n/a", "false", "" — a metric, not a failure.
+bool IsZeroOrEmptyValue(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '"' || v.front() == '\'')) v.remove_prefix(1);
+  size_t n = 0;
+  if (!v.empty() && (v[0] == '-' || v[0] == '+')) n = 1;
+  while (n < v.size() && (IsIdentChar(v[n]) || v[n] == '.' || v[n] == '/')) ++n;
+  std::string w(v.substr(0, n));
+  std::transform(w.begin(), w.end(), w.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (w.empty() || w == "none" || w == "null" || w == "n/a" || w == "false" || w == "nil") return true;
+  return std::all_of(w.begin(), w.end(),
+                     [](char c) { return c == '0' || c == '.' || c == '-' || c == '+'; });
+}
+
+// Whether an unstamped line states a failure. Lines with a level stamp are
+// judged by their level instead, so this runs only on raw output. Words of
+// failure count as words, not as parts of metric names or counters: "CUDA
+// error: out of memory", "Killed", "Segmentation fault" do; "error_rate=0.0",
+// "errors_total=0", "failed_requests: 0", "Exception handler registered",
+// "Error: none" and "exit code 0" do not.
+bool StatesFailure(std::string_view c) {
+  static constexpr std::string_view kPhrases[] = {
+      "Killed", "SIGKILL", "signal 9", "out of memory", "Address already in use", "sigquit",
+      "closing signal", "Segmentation fault", "core dumped", "no kernel image", "Watchdog caught",
+      "never arrived", "FATAL", "Fatal"};
+  for (std::string_view w : kPhrases) {
+    for (size_t p = c.find(w); p != std::string_view::npos; p = c.find(w, p + 1)) {
+      const bool word_start = p == 0 || !IsIdentChar(c[p - 1]);
+      const size_t e = p + w.size();
+      const bool word_end = e >= c.size() || !(IsIdentChar(c[e]) || c[e] == '=');
+      if (word_start && word_end) return true;
+    }
+  }
+  // "exit code N" / "exitcode: N" with N other than 0.
+  for (std::string_view w : {std::string_view("exit code"), std::string_view("exitcode")}) {
+    const size_t p = c.find(w);
+    if (p == std::string_view::npos) continue;
+    std::string_view rest = c.substr(p + w.size());
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == ':' || rest.front() == '=')) {
+      rest.remove_prefix(1);
+    }
+    if (!rest.empty() && !IsZeroOrEmptyValue(rest)) return true;
+  }
+  // "<word ending in error/Error/Exception>: <something that is not a zero>".
+  for (size_t p = 0; p < c.size(); ++p) {
+    if (!IsIdentChar(c[p]) || (p > 0 && IsIdentChar(c[p - 1]))) continue;
+    size_t e = p;
+    while (e < c.size() && (IsIdentChar(c[e]) || c[e] == '.')) ++e;
+    std::string_view word = c.substr(p, e - p);
+    const bool failure_word = EndsWith(word, "rror") || EndsWith(word, "xception") ||
+                              EndsWith(word, "RROR");
+    if (failure_word && e < c.size() && c[e] == ':' && !IsZeroOrEmptyValue(c.substr(e + 1))) {
+      return true;
+    }
+    p = e;
   }
   return false;
 }
@@ -328,8 +374,10 @@ void Analyzer::MaybeErrorLine(Stream* s, const StreamLine& l) {
   while (!c.empty() && (c.front() == ' ' || c.front() == '\t')) c.remove_prefix(1);
   if (c.empty()) return;
   std::string_view type, msg;
-  bool exc = ParseExceptionLine(c, &type, &msg) && ExceptionLikeType(type);
-  if (l.level < Level::kError && !exc && !HasErrorKeyword(c)) return;
+  // "Error: none" / "errors: 0" are counters, not exceptions.
+  bool exc = ParseExceptionLine(c, &type, &msg) && ExceptionLikeType(type) &&
+             (msg.empty() || !IsZeroOrEmptyValue(msg));
+  if (l.level < Level::kError && !exc && !StatesFailure(c)) return;
   Candidate cand;
   cand.kind = CandidateKind::kErrorLine;
   if (exc) {

@@ -393,6 +393,25 @@ def no_error():
     write("no_error", "\n".join(lines) + "\n", {"found": False})
 
 
+def healthy_noisy_words():
+    # A healthy run whose unstamped output is full of words that name errors:
+    # metric names, zero counters, handler registrations. No failure.
+    lines = [
+        "server started on port 8000",
+        "metrics: requests=120 error_rate=0.0 errors_total=0 p99_ms=41",
+        "Decode batch. #running-req: 3, #token: 512, gen throughput (token/s): 92.6, timeout_errors=0",
+        "health check ok; failed_requests: 0; exception_count: 0",
+        '{"level": "info", "msg": "stats", "error_rate": 0.0, "errors_total": 0, "oom_kills": 0}',
+        "Exception handler registered for SIGTERM",
+        "RuntimeError counters: 0",
+        "Error: none",
+        "validation: 0 errors, 0 failures, exit code 0",
+        "step 5 loss=1.2 grad_norm=0.9 error=0.0",
+        "Killed_requests=0 signal_9_count=0",
+    ]
+    write("healthy_noisy_words", "\n".join(lines) + "\n", {"found": False})
+
+
 def empty():
     write("empty", "", {"found": False})
 
@@ -465,6 +484,6 @@ if __name__ == "__main__":
     for fn in [keyerror12_story, keyerror_120a_vllm, no_kernel_image_torchrun, cuda_oom_ray,
                nccl_watchdog_timeout, address_in_use_compose, weights_size_mismatch,
                oom_killer_signal9, chained_during_handling, chained_direct_cause, reversed_order,
-               container_sglang_multiline, vllm_error_stamps, truncated_traceback, no_error,
+               container_sglang_multiline, vllm_error_stamps, truncated_traceback, no_error, healthy_noisy_words,
                empty, binary_garbage, binary_then_error, long_lines, specd_text, specd_json]:
         fn()
