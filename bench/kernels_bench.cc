@@ -189,7 +189,8 @@ void BM_MatMul(benchmark::State& state) {
   }
   state.SetLabel(std::string(DTypeName(dtype)) + " " + std::to_string(rows) + "x" +
                  std::to_string(cols) + " tok=" + std::to_string(n_tokens) +
-                 " thr=" + std::to_string(threads) + " q=" + QuantDotIsaName(ActiveQuantDotIsa()));
+                 " thr=" + std::to_string(threads) + " q=" + QuantDotIsaName(ActiveQuantDotIsa()) +
+                 (BatchInvariantEnabled() ? " batch-invariant" : ""));
   state.counters["weight_GBps"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * bytes.size() / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOPs"] = benchmark::Counter(

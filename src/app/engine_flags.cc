@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "kernels/dispatch.h"
 #include "kernels/read_calibration.h"
 
 namespace specd::app {
@@ -52,6 +53,13 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
                   "at start-up, on only where it reads faster on this machine; the choice is "
                   "logged), on (1024 bytes ahead) or off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  // Sets the kernels' process-wide mode while the flags are parsed (before any
+  // matmul runs).
+  sub->add_flag_callback(
+      "--deterministic", [] { kernels::SetBatchInvariant(true); },
+      "Batch-invariant kernels: a token's logits are bitwise the same however many tokens share "
+      "its forward pass (speculative greedy == plain greedy bit for bit); prefill and verify "
+      "run slower (docs/performance.md, \"Batch invariance\"; also SPECD_DETERMINISTIC=1)");
   sub->add_flag("--no-amx", f->no_amx,
                 "Do not use AMX tiles for Q8_0/Q4_0/BF16 matmuls of many tokens (prefill, "
                 "verify); they then run on AVX512-VNNI / AVX512-BF16 (A/B baseline; also "

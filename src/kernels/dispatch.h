@@ -59,6 +59,16 @@ void SetStreamDecode(bool on);
 int StreamPrefetchBytes();
 void SetStreamPrefetchBytes(int bytes);
 
+// Batch-invariant mode (default off; SPECD_DETERMINISTIC=1 or --deterministic
+// turns it on): a token's matmul outputs are bitwise the same whether it is
+// multiplied alone or inside a batch of any size at any offset. Q8_0/Q4_0
+// matmuls of several tokens then run on the one-token kernels (each token's
+// sums in the one-token order; slower prefill and verify) and BF16 skips the
+// AMX tiles. The float row kernels, attention and RMSNorm are batch-invariant
+// in either mode. Decode (one token) is unchanged.
+bool BatchInvariantEnabled();
+void SetBatchInvariant(bool on);
+
 // Applies the probe's choice (and logs it once). Every kernel entry point calls
 // this; it is cheap after the first call.
 void EnsureKernelPathsInitialized();

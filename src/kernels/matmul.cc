@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "base/logging.h"
@@ -55,6 +57,28 @@ std::atomic<bool> g_stream{true};
 // Bytes the stream decode kernels prefetch ahead along a row (0: none); set
 // from CalibrateStreamPrefetch() by the model runner.
 std::atomic<int> g_stream_prefetch{0};
+
+// SPECD_DETERMINISTIC=1 turns batch-invariant mode on (0 or unset: off).
+bool BatchInvariantFromEnv() {
+  const char* env = std::getenv("SPECD_DETERMINISTIC");
+  if (env == nullptr || *env == '\0' || std::string(env) == "0") return false;
+  if (std::string(env) == "1") return true;
+  LogOnce(LogLevel::kWarn, "specd-deterministic-env", "matmul",
+          std::string("SPECD_DETERMINISTIC='") + env + "' is not 0 or 1: ignored");
+  return false;
+}
+// -1: not read from the environment yet (read on first use, not during
+// static initialization, so LogOnce is ready).
+std::atomic<int> g_batch_invariant{-1};
+bool BatchInvariant() {
+  int v = g_batch_invariant.load(std::memory_order_relaxed);
+  if (v < 0) {
+    int expected = -1;
+    g_batch_invariant.compare_exchange_strong(expected, BatchInvariantFromEnv() ? 1 : 0);
+    v = g_batch_invariant.load(std::memory_order_relaxed);
+  }
+  return v == 1;
+}
 
 // Row chunks are multiples of 4 rows: the multi-row kernels work on groups of 4.
 constexpr int64_t kRowAlign = 4;
@@ -111,28 +135,73 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   // Stream decode (one token): the kernels read one row at a time, one
   // stream per thread, and prefetch along the row if at all (stream_prefetch);
   // every other call prefetches the rows 4 rows further down.
-  const bool stream = n_tokens == 1 && g_stream.load(std::memory_order_relaxed);
+  const bool invariant = BatchInvariant();
+  const bool q4_gemv = q4 && table->q4_0_gemv != nullptr && acts.corr != nullptr;
+  // Batch-invariant mode: Q4_0 of any token count takes the one-token kernel
+  // family (stream or 4-row, as decode does), so the same layout as decode.
+  const bool stream = (n_tokens == 1 || (invariant && q4_gemv)) &&
+                      g_stream.load(std::memory_order_relaxed);
   acts.stream_prefetch = stream ? g_stream_prefetch.load(std::memory_order_relaxed) : 0;
   acts.prefetch_rows = g_prefetch.load(std::memory_order_relaxed) && !stream ? 4 : 0;
   cpu::QuantRowsFn fn = q4 ? table->q4_0 : table->q8_0;
   // Q4_0 up to 4 tokens (decode, small verify passes): 4 rows per vector,
   // each block unpacked once for every token.
-  if (n_tokens <= cpu::kGemvMaxTokens && q4 && table->q4_0_gemv != nullptr &&
-      acts.corr != nullptr) {
+  if (q4_gemv && (n_tokens <= cpu::kGemvMaxTokens || invariant)) {
     cpu::GemvActs g;
     table->build_gemv_acts(acts, &s.gemv_corr, &g);
     cpu::QuantGemvFn gemv = table->q4_0_gemv;
     // One token: the row-stream kernel. 2-4 tokens stay on the 4-row kernel,
     // which shares the scale work among the tokens: 1B Q4_0 at 1 thread on a
     // Zen 4 guest, forwards of 2 / 3 / 4 tokens 69-77 / 79-91 / 97-104 ms
-    // there, 80 / 92-106 / 123-140 ms on the row-stream kernel.
+    // there, 80 / 92-106 / 123-140 ms on the row-stream kernel. The 4-row
+    // kernel adds a token's partial sums in another order than the row-stream
+    // one, so batch-invariant mode keeps every token count on the kernel
+    // decode uses.
     if (stream && table->q4_0_stream != nullptr) {
       table->build_stream_lanes(acts, &s.stream_qs, &s.stream_d, &g);
       g.stream_prefetch = acts.stream_prefetch;
       gemv = table->q4_0_stream;
     }
+    if (n_tokens <= cpu::kGemvMaxTokens) {
+      RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
+        gemv(w.row(row_begin + r0), w.row_bytes(), r1 - r0, g, acts, y + r0, n_out);
+      });
+      return;
+    }
+    // More tokens (batch-invariant mode only): chunks of kGemvMaxTokens tokens
+    // over blocks of kChunkRows rows, so each block is read from memory once
+    // and from cache for the other chunks. Each token's sums are those of the
+    // same kernel with one token (the kernels loop over tokens innermost).
+    constexpr int64_t kChunkRows = 16;
     RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
-      gemv(w.row(row_begin + r0), w.row_bytes(), r1 - r0, g, acts, y + r0, n_out);
+      for (int64_t rb = r0; rb < r1; rb += kChunkRows) {
+        const int64_t nr = std::min(kChunkRows, r1 - rb);
+        for (int t0 = 0; t0 < n_tokens; t0 += cpu::kGemvMaxTokens) {
+          const int nt = std::min(cpu::kGemvMaxTokens, n_tokens - t0);
+          cpu::GemvActs gc = g;
+          gc.n_tokens = nt;
+          gc.qs += t0 * k;
+          gc.corr += t0 * nb * 4;
+          gc.d += t0 * nb;
+          if (gc.qs_lanes != nullptr) gc.qs_lanes += t0 * (nb / 4) * 128;
+          if (gc.d_lanes != nullptr) gc.d_lanes += t0 * (nb / 4) * 16;
+          cpu::QuantizedActs ac = acts;
+          ac.n_tokens = nt;
+          ac.qs += t0 * k;
+          ac.d += t0 * nb;
+          ac.corr += t0 * nb * 8;
+          gemv(w.row(row_begin + rb), w.row_bytes(), nr, gc, ac, y + t0 * n_out + rb, n_out);
+        }
+      }
+    });
+    return;
+  }
+  // Batch-invariant mode: every other Q8_0/Q4_0 matmul on the row kernel,
+  // which gives each token the one-token sums (the quad, token-lane and AMX
+  // kernels add a block's partial sums in other orders).
+  if (invariant) {
+    RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
+      fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, acts, y + r0, n_out);
     });
     return;
   }
@@ -222,8 +291,10 @@ void Bf16MatMulAvx512(const TensorView& w, int64_t row_begin, int64_t n_out, con
   for (int t = 0; t < n_tokens; ++t) {
     cpu::ConvertToBF16Avx512(x + t * k, k, ldx, s.bf16.data() + t * ldx);
   }
+  // Not in batch-invariant mode: the tile kernel sums in another order than
+  // the row tile below.
   if (n_tokens >= kAmxBf16MinTokens && k % 32 == 0 && AmxActive() && GetCpuFeatures().amx_bf16 &&
-      cpu::HaveBf16Amx()) {
+      cpu::HaveBf16Amx() && !BatchInvariant()) {
     cpu::Bf16TiledActs tiled;
     cpu::BuildBf16TiledActs(s.bf16.data(), ldx, n_tokens, k, &s.bf16_tiled, &tiled);
     const bool prefetch = g_prefetch.load(std::memory_order_relaxed);
@@ -250,6 +321,8 @@ bool WeightPrefetchEnabled() { return g_prefetch.load(std::memory_order_relaxed)
 void SetWeightPrefetch(bool on) { g_prefetch.store(on, std::memory_order_relaxed); }
 bool StreamDecodeEnabled() { return g_stream.load(std::memory_order_relaxed); }
 void SetStreamDecode(bool on) { g_stream.store(on, std::memory_order_relaxed); }
+bool BatchInvariantEnabled() { return BatchInvariant(); }
+void SetBatchInvariant(bool on) { g_batch_invariant.store(on ? 1 : 0, std::memory_order_relaxed); }
 int StreamPrefetchBytes() { return g_stream_prefetch.load(std::memory_order_relaxed); }
 void SetStreamPrefetchBytes(int bytes) {
   g_stream_prefetch.store(std::max(0, bytes), std::memory_order_relaxed);

@@ -265,18 +265,27 @@ TEST_P(FloatMatMulTest, EveryHighwayTargetMatchesReference) {
 // (decode) or inside a batch of any size at any offset (prefill, verify):
 // speculative greedy decoding relies on it to reproduce plain greedy tokens.
 // Token counts cover every float tile split (7 = 4 + 3, 8 = 4 + 4,
-// 11 = 6 + 5, 13 = 5 + 4 + 4, 16 = 6 + 5 + 5 on AVX-512).
-void CheckBatchInvariance(DType dtype) {
-  for (int64_t cols : {13, 64, 300, 2048, 4100, 4112}) {
-    if (cols % DTypeBlockElems(dtype) != 0) continue;
-    for (int64_t rows : {1, 7, 33}) {
+// 11 = 6 + 5, 13 = 5 + 4 + 4, 16 = 6 + 5 + 5 on AVX-512) and every quantized
+// kernel's token range (2-4 one-token kernels, 5-8 quads, 9+ 16-token tiles
+// and their rests, 64 = four tiles); cols cover Q4_0's tail blocks (nb % 4)
+// and rows the 4-row kernels' leftover rows.
+void CheckBatchInvariance(DType dtype, ThreadPool* pool = nullptr) {
+  const bool quant = DTypeBlockElems(dtype) == 32;
+  const std::vector<int64_t> cols_list =
+      quant ? std::vector<int64_t>{32, 96, 160, 1056, 2048}
+            : std::vector<int64_t>{13, 64, 300, 2048, 4100, 4112};
+  for (int64_t cols : cols_list) {
+    for (int64_t rows : quant ? std::vector<int64_t>{1, 7, 33, 50} : std::vector<int64_t>{1, 7, 33}) {
       Weights w = MakeWeights(dtype, rows, cols, static_cast<uint32_t>(rows * 5 + cols));
-      for (int n_tokens : {2, 5, 6, 7, 8, 11, 13, 16}) {
+      const std::vector<int> token_counts =
+          quant ? std::vector<int>{2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 17, 20, 33, 64}
+                : std::vector<int>{2, 5, 6, 7, 8, 11, 13, 16, 33};
+      for (int n_tokens : token_counts) {
         SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
                      " n_tokens=" + std::to_string(n_tokens));
         std::vector<float> x = MakeActs(n_tokens, cols, static_cast<uint32_t>(n_tokens + cols));
         std::vector<float> y(n_tokens * rows), y1(rows);
-        MatMul(w.view, x.data(), n_tokens, y.data(), nullptr);
+        MatMul(w.view, x.data(), n_tokens, y.data(), pool);
         for (int t = 0; t < n_tokens; ++t) {
           MatMul(w.view, x.data() + t * cols, 1, y1.data(), nullptr);
           for (int64_t r = 0; r < rows; ++r)
@@ -287,14 +296,30 @@ void CheckBatchInvariance(DType dtype) {
   }
 }
 
+// Batch-invariant mode on every path and decode layout. The scalar, AVX2 and
+// AVX-VNNI paths have no multi-token kernels, so they are batch-invariant in
+// the default mode too.
 TEST_P(QuantMatMulTest, BatchedEqualsOneTokenBitwise) {
-  if (GetParam().isa == QuantDotIsa::kAvx512Vnni) {  // with or without AMX
-    // Known gap (docs/performance.md, "Batch invariance"): the AVX512-VNNI
-    // 2-8 token and 16-token kernels add a block's partial sums in another
-    // order than the one-token kernel, so results differ in the last bits.
-    GTEST_SKIP() << "avx512vnni multi-token kernels are not batch-invariant yet";
+  if (GetParam().amx) {
+    // Batch-invariant mode does not use the tiles; the default mode's tile
+    // kernels sum in another order than the one-token kernel.
+    GTEST_SKIP() << "AMX tile kernels are not batch-invariant (off in batch-invariant mode)";
   }
-  CheckBatchInvariance(GetParam().dtype);
+  ThreadPool pool(3);
+  const bool has_multi_token = GetParam().isa == QuantDotIsa::kAvx512Vnni;
+  for (bool invariant : {true, false}) {
+    if (!invariant && has_multi_token) continue;
+    SCOPED_TRACE(invariant ? "batch-invariant mode" : "default mode");
+    SetBatchInvariant(invariant);
+    for (int mode : {0, 1, 2}) {
+      SCOPED_TRACE(kDecodeModeNames[mode]);
+      SetDecodeMode(mode);
+      CheckBatchInvariance(GetParam().dtype);
+      CheckBatchInvariance(GetParam().dtype, &pool);
+    }
+  }
+  SetDecodeMode(0);
+  SetBatchInvariant(false);
 }
 
 TEST_P(FloatMatMulTest, BatchedEqualsOneTokenBitwiseOnEveryTarget) {
@@ -371,6 +396,21 @@ TEST(Bf16Avx512MatMulTest, MatchesReference) {
   // <= 2^-8 each), so the tolerance is 2^-8 relative to sum |w x| plus f32
   // rounding.
   CheckFloatMatMul(DType::kBF16, std::ldexp(1.0, -8) + 1e-5);
+  SetBf16Path(GetKernelPaths().bf16);
+}
+
+TEST(Bf16Avx512MatMulTest, BatchedEqualsOneTokenBitwise) {
+  if (!SetBf16Path(Bf16DotPath::kAvx512Bf16)) {
+    GTEST_SKIP() << "not supported: this CPU lacks avx512_bf16";
+  }
+  // In batch-invariant mode AMX-BF16 is skipped; without AMX both modes run
+  // the row tile.
+  for (bool invariant : {true, false}) {
+    if (!invariant && AmxActive()) continue;
+    SetBatchInvariant(invariant);
+    CheckBatchInvariance(DType::kBF16);
+  }
+  SetBatchInvariant(false);
   SetBf16Path(GetKernelPaths().bf16);
 }
 

@@ -54,6 +54,26 @@ TEST(OpsTest, RmsNormMatchesReference) {
   });
 }
 
+// A token's normalized row is bitwise the same alone or inside a batch.
+TEST(OpsTest, RmsNormRowAloneEqualsRowInBatch) {
+  ForEachTarget([] {
+    for (int dim : {1, 7, 64, 130, 2048, 2050}) {
+      for (int n_tokens : {2, 5, 16, 64}) {
+        auto x = Random(n_tokens * dim, dim * 7 + n_tokens, 3.f);
+        auto w = Random(dim, dim + 2);
+        std::vector<float> out(x.size()), out1(dim);
+        RmsNorm(x.data(), w.data(), n_tokens, dim, 1e-5f, out.data());
+        for (int t = 0; t < n_tokens; ++t) {
+          RmsNorm(x.data() + t * dim, w.data(), 1, dim, 1e-5f, out1.data());
+          for (int i = 0; i < dim; ++i) {
+            ASSERT_EQ(out[t * dim + i], out1[i]) << "dim=" << dim << " t=" << t;
+          }
+        }
+      }
+    }
+  });
+}
+
 TEST(OpsTest, RopeMatchesReferenceBothConventions) {
   ForEachTarget([] {
     for (bool interleaved : {false, true}) {
