@@ -198,10 +198,28 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   }
   // Batch-invariant mode: every other Q8_0/Q4_0 matmul on the row kernel,
   // which gives each token the one-token sums (the quad, token-lane and AMX
-  // kernels add a block's partial sums in other orders).
+  // kernels add a block's partial sums in other orders). Many tokens: chunks
+  // of kRowChunkTokens over blocks of kChunkRows rows, so a chunk's
+  // activations stay in L1 while the block's rows come from L2.
   if (invariant) {
+    constexpr int64_t kChunkRows = 16;
+    constexpr int kRowChunkTokens = 4;
     RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
-      fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, acts, y + r0, n_out);
+      if (n_tokens <= kRowChunkTokens) {
+        fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, acts, y + r0, n_out);
+        return;
+      }
+      for (int64_t rb = r0; rb < r1; rb += kChunkRows) {
+        const int64_t nr = std::min(kChunkRows, r1 - rb);
+        for (int t0 = 0; t0 < n_tokens; t0 += kRowChunkTokens) {
+          cpu::QuantizedActs ac = acts;
+          ac.n_tokens = std::min(kRowChunkTokens, n_tokens - t0);
+          ac.qs += t0 * k;
+          ac.d += t0 * nb;
+          if (ac.corr != nullptr) ac.corr += t0 * nb * 8;
+          fn(w.row(row_begin + rb), w.row_bytes(), nr, ac, y + t0 * n_out + rb, n_out);
+        }
+      }
     });
     return;
   }
