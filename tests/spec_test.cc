@@ -177,6 +177,42 @@ TEST_F(SpecTest, EagleHeadFormatErrorsNameTheTensor) {
       << head.status().ToString();
 }
 
+// A head made for a model with another vocabulary is refused, naming both
+// sizes (the config's vocab_size, and the t2d tensor's length).
+TEST_F(SpecTest, EagleHeadForAnotherVocabularyIsRefused) {
+  std::string head_dir = dir_.path() + "/head";
+  ASSERT_TRUE(WriteRandomHead(head_dir).ok());
+  auto cfg = ReadFileToString(head_dir + "/config.json");
+  ASSERT_TRUE(cfg.ok());
+  std::string bad = *cfg;
+  const std::string vocab = "\"vocab_size\": 256";
+  bad.replace(bad.find(vocab), vocab.size(), "\"vocab_size\": 512");
+  ASSERT_TRUE(WriteStringToFile(head_dir + "/config.json", bad).ok());
+  auto head = Eagle3Head::Create(head_dir, runner_->model(), LoadOptions{}, runner_->pool());
+  ASSERT_FALSE(head.ok());
+  EXPECT_NE(head.status().message().find("512"), std::string::npos) << head.status().ToString();
+  EXPECT_NE(head.status().message().find("256"), std::string::npos) << head.status().ToString();
+
+  // The config agrees but t2d was written for a 300-token target.
+  ASSERT_TRUE(WriteStringToFile(head_dir + "/config.json", *cfg).ok());
+  SafetensorsWriter w;
+  auto reread = OpenCheckpoint(head_dir);
+  ASSERT_TRUE(reread.ok());
+  for (const auto& [name, t] : (*reread)->tensors()) {
+    if (name == "t2d") continue;
+    ASSERT_TRUE(w.AddRawTensor(name, t.dtype, t.shape, t.data, t.nbytes).ok());
+  }
+  std::vector<uint8_t> t2d(300, 1);
+  ASSERT_TRUE(w.AddRawTensor("t2d", DType::kBool, {300}, t2d.data(), t2d.size()).ok());
+  ASSERT_TRUE(w.Write(dir_.path() + "/model.safetensors.tmp").ok());
+  reread->reset();
+  std::filesystem::rename(dir_.path() + "/model.safetensors.tmp", head_dir + "/model.safetensors");
+  head = Eagle3Head::Create(head_dir, runner_->model(), LoadOptions{}, runner_->pool());
+  ASSERT_FALSE(head.ok());
+  EXPECT_NE(head.status().message().find("t2d"), std::string::npos) << head.status().ToString();
+  EXPECT_NE(head.status().message().find("300"), std::string::npos) << head.status().ToString();
+}
+
 // The second generated token comes from the first verify step. Its
 // distribution over many seeds must match plain sampling: a two-sample
 // chi-square test over the tokens seen, pooled below 5 expected counts,

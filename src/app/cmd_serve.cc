@@ -24,6 +24,7 @@ struct ServeFlags {
   LaunchFlags launch;
   server::ServerOptions server;
   int max_body_bytes = 4 << 20;
+  bool no_tokenizer = false;
 };
 
 // Rank 0's part: load the tokenizer and draft head, attach the engine to the
@@ -32,11 +33,26 @@ struct ServeFlags {
 Status ServeOnRank0(const ServeFlags& f, server::OpenAiServer& srv, ModelRunner& runner,
                     Engine& engine) {
   const server::ServerOptions& so = f.server;
+  // A model without tokenizer files serves token-id prompts; a tokenizer
+  // that is present but broken stops start-up (a server that silently
+  // ignored it would answer every text request with an error), unless
+  // --no-tokenizer asks to run without one.
   std::unique_ptr<Tokenizer> tok;
-  auto t = LoadTokenizerForModel(so.model_path);
-  if (t.ok()) tok = std::move(t).value();
-  else LOG_WARN("tokenizer", "no tokenizer ({}): only token-id prompts on /v1/completions",
-                t.status().message());
+  if (f.no_tokenizer) {
+    LOG_INFO("tokenizer", "--no-tokenizer: only token-id prompts on /v1/completions");
+  } else if (auto t = LoadTokenizerForModel(so.model_path); t.ok()) {
+    tok = std::move(t).value();
+  } else if (t.status().code() == StatusCode::kNotFound) {
+    LOG_WARN("tokenizer", "no tokenizer ({}): only token-id prompts on /v1/completions",
+             t.status().message());
+  } else {
+    srv.Shutdown();
+    Status st = t.status();
+    st.WithStage("load tokenizer")
+        .WithHint("fix or replace the tokenizer files, or pass --no-tokenizer to serve token-id "
+                  "prompts only");
+    return st;
+  }
   std::unique_ptr<Eagle3Head> head;
   if (so.scheduler.spec.algorithm == SpecAlgorithm::kEagle3) {
     const RunnerOptions ro = ToRunnerOptions(f.engine);
@@ -129,6 +145,9 @@ void AddServeCommand(CLI::App& root, int* exit_code) {
                   "Largest request body; larger ones get 413 (default 4194304)");
   sub->add_option("--http-threads", so.http_threads,
                   "HTTP worker threads (default max-batch + max-queue + 16, at most 512)");
+  sub->add_flag("--no-tokenizer", f->no_tokenizer,
+                "Serve without a tokenizer (token-id prompts on /v1/completions only), even "
+                "when the model has one; without this flag a broken tokenizer stops start-up");
   sub->add_option("--timeout", so.read_timeout_s,
                   "Seconds a client may take to send a request (default 30)");
   sub->add_option("--shutdown-grace", so.shutdown_grace_s,

@@ -25,6 +25,11 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
                   "Quantize float weight matrices to q8_0 or q4_0 while loading (same quantizer "
                   "as specd quantize)")
       ->check(CLI::IsMember({"q8_0", "q4_0"}));
+  sub->add_option("--check-tensors", f->check_tensors,
+                  "NaN/Inf scan of the weights at load: default (norms, embeddings and the "
+                  "block scales of quantized tensors), full (every float) or off; overlapping "
+                  "tensor bytes are always refused")
+      ->check(CLI::IsMember({"off", "default", "full"}));
   sub->add_option("--kv-cache-tokens", f->kv_cache_tokens,
                   "KV cache capacity in tokens, all sequences together (default 4 x context, "
                   "capped at 32768)");
@@ -101,6 +106,7 @@ RunnerOptions ToRunnerOptions(const EngineFlags& f) {
   o.load.use_mmap = f.mmap && !f.no_mmap;
   o.load.populate = o.load.use_mmap;
   if (!f.quantize.empty()) o.load.quantize = f.quantize == "q4_0" ? DType::kQ4_0 : DType::kQ8_0;
+  if (auto c = ParseCheckTensors(f.check_tensors); c.ok()) o.load.check_tensors = *c;
   int cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   o.threads = f.threads > 0 ? f.threads : std::max(1, cores / std::max(1, f.tp));
   o.kv_cache_tokens = f.kv_cache_tokens;

@@ -17,6 +17,7 @@ struct EngineFlags {
   bool mmap = false;
   bool no_mmap = false;
   std::string quantize;  // "", q8_0 or q4_0
+  std::string check_tensors = "default";  // off, default or full
   int kv_cache_tokens = 0;
   bool no_fuse_allreduce_norm = false;
   std::string matmul_split = "dynamic";

@@ -152,6 +152,17 @@ StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const std::string& path,
         "{}: expected a model folder (config.json + *.safetensors) or a .gguf file", path));
   }
   RETURN_IF_ERROR(Finish(*ck));
+  {
+    Stopwatch check;
+    RETURN_IF_ERROR(CheckTensorRanges(ck->tensors(), path));
+    size_t scanned = 0;
+    RETURN_IF_ERROR(CheckTensorValues(ck->tensors(), options.check_tensors, path, &scanned));
+    if (options.check_tensors != CheckTensors::kOff) {
+      LOG_INFO("load weights", "checked tensors ({}): {:.1f} MiB scanned for NaN/Inf in {:.3f} s",
+               CheckTensorsName(options.check_tensors), static_cast<double>(scanned) / (1 << 20),
+               check.Seconds());
+    }
+  }
   if (options.quantize) RETURN_IF_ERROR(QuantizeOnLoad(*ck, *options.quantize));
   // Bytes actually held: a tied head aliases the embedding and is counted once.
   std::set<const void*> seen;

@@ -20,6 +20,7 @@
 #include "base/mapped_file.h"
 #include "base/status.h"
 #include "loader/model_config.h"
+#include "loader/tensor_check.h"
 #include "tensor/tensor_view.h"
 
 namespace specd {
@@ -32,6 +33,9 @@ struct LoadOptions {
   // uses, so the weights are bit-identical to that GGUF's. The quantized
   // copies live in anonymous memory owned by the checkpoint.
   std::optional<DType> quantize;
+  // NaN/Inf scan of the file's values (loader/tensor_check.h); the byte
+  // ranges are always checked for overlap.
+  CheckTensors check_tensors = CheckTensors::kDefault;
 };
 
 // Tokenizer data found inside a GGUF file (tokenizer.ggml.*); empty for

@@ -39,6 +39,11 @@ StatusOr<std::unique_ptr<Eagle3Head>> Eagle3Head::Create(const std::string& path
         "{}: draft model architecture is '{}', expected an EAGLE-3 head "
         "(architectures: [\"LlamaForCausalLMEagle3\"])",
         path, c.arch));
+  if (c.vocab_size != tc.vocab_size)
+    return InvalidArgumentError(fmt::format(
+        "{}: the head's vocab_size is {} but the target model's vocabulary has {} tokens: the "
+        "head was trained for another model",
+        path, c.vocab_size, tc.vocab_size));
   h->H_ = c.hidden_dim;
   h->H_target_ = c.target_hidden_size > 0 ? c.target_hidden_size : tc.hidden_dim;
   if (h->H_target_ != tc.hidden_dim)
@@ -83,6 +88,9 @@ StatusOr<std::unique_ptr<Eagle3Head>> Eagle3Head::Create(const std::string& path
                               &h->w_down_, &h->lm_head_})
     h->weight_bytes_ += t->nbytes;
 
+  // t2d (bool per target id: has a draft id) is not used, but a present one
+  // must have the target's vocabulary: another size means another target.
+  if (ck.Has("t2d")) RETURN_IF_ERROR(ck.Get("t2d", {tc.vocab_size}).status());
   // d2t: draft id -> target id offset. Absent: identity (draft vocab == target vocab).
   h->d2t_.assign(h->draft_vocab_, 0);
   if (ck.Has("d2t")) {
