@@ -24,6 +24,14 @@ void PrintCpuSection() {
               specd::kernels::ActiveFloatTarget());
   std::printf("  decode reads one weight row at a time (--no-stream-decode: 4 side by side); %s\n",
               specd::kernels::CalibrateStreamPrefetch().Summary().c_str());
+  std::printf("  batch-invariant kernels: %s\n",
+              specd::kernels::BatchInvariantEnabled()
+                  ? "on (SPECD_DETERMINISTIC=1 / --deterministic): Q8_0/Q4_0 matmuls of every token "
+                    "count on the one-token kernels, BF16 without AMX; prefill and verify cost "
+                    "~2.5-3x (docs/performance.md)"
+                  : "off (multi-token kernels sum in another order than decode, so a token's logits "
+                    "can differ in the last bits with the batch; --deterministic or "
+                    "SPECD_DETERMINISTIC=1 turns this on)");
 }
 
 // CUDA section: what the binary was built with, the runtime and driver, each
