@@ -24,35 +24,25 @@ using tok::testing::RunPythonReference;
 // Hand-picked hard cases: multilingual text, code, whitespace runs, numbers,
 // contractions, special tokens written in the text.
 const std::vector<std::string>& HandPicked() {
-  static const std::vector<std::string> kTexts = {
-      "Hello world",
-      " Hello world",
-      "Hello  world   with    runs",
-      "trailing spaces   ",
-      "\n\n\nnewlines\r\n\r\nand\ttabs\t\t",
-      "I'm sure they'RE here, it's John's; we'LL see, you'd've",
-      "3.14159 1234567890 1,000,000 0x1F 42nd 2024-06-01",
-      "def f(x):\n    return x ** 2  # square\n\nclass A:\n\tpass\n",
-      "for (int i = 0; i < n; ++i) { sum += a[i]; }",
-      "Größe, Straße, naïve café, résumé, coöperate",
-      "日本語のテキストと中文文本，还有한국어 텍스트。",
-      "Привет, мир! Это тест. Ελληνικά κείμενα.",
-      "مرحبا بالعالم — नमस्ते दुनिया — สวัสดีชาวโลก",
-      "emoji 🦙🚀😶‍🌫️👍🏽 flags 🇫🇷🇯🇵 and ✅",
-      "e\u0301 combining (NFD) vs \u00e9 precomposed; \u212b angstrom",
-      "non\u00a0breaking\u3000ideographic\u2009thin space",
-      "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n",
-      "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
-      "<s>[INST] hello [/INST]</s>",
-      "<|endoftext|>text after",
-      "    indented\n        more\n",
-      "''''''```````\"\"\"\"......!!!!!!??????",
-      "",
-      " ",
-      "   ",
-      "\t",
-      "a",
-  };
+  static const std::vector<std::string> kTexts = [] {
+    std::vector<std::string> t = tok::testing::CommonHardTexts();
+    for (const char* s : {
+             "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n",
+             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
+             "<s>[INST] hello [/INST]</s>",
+             "<|endoftext|>text after",
+             "    indented\n        more\n",
+             "''''''```````\"\"\"\"......!!!!!!??????",
+             "",
+             " ",
+             "   ",
+             "\t",
+             "a",
+         }) {
+      t.push_back(s);
+    }
+    return t;
+  }();
   return kTexts;
 }
 
@@ -87,7 +77,8 @@ std::vector<std::string> Corpus() {
 // each reference run loads a ~10 MB tokenizer.json.
 const std::vector<Reference>& CorpusReference(const std::string& dir, bool add_special,
                                               std::string* why) {
-  static std::map<std::pair<std::string, bool>, std::pair<std::vector<Reference>, std::string>> cache;
+  static std::map<std::pair<std::string, bool>, std::pair<std::vector<Reference>, std::string>>
+      cache;
   auto key = std::make_pair(dir, add_special);
   auto it = cache.find(key);
   if (it == cache.end()) {

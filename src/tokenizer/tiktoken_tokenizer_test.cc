@@ -22,6 +22,7 @@
 #include "tokenizer/regex.h"
 #include "tokenizer/tiktoken_pattern.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_test_util.h"
 #include "tokenizer/utf8.h"
 
 namespace specd {
@@ -89,49 +90,39 @@ std::string WriteTexts(const std::vector<std::string>& texts) {
 // Corpus
 
 const std::vector<std::string>& HandPicked() {
-  static const std::vector<std::string> kTexts = {
-      "Hello world",
-      " Hello world",
-      "Hello  world   with    runs",
-      "trailing spaces   ",
-      "\n\n\nnewlines\r\n\r\nand\ttabs\t\t",
-      "I'm sure they'RE here, it's John's; we'LL see, you'd've",
-      "3.14159 1234567890 1,000,000 0x1F 42nd 2024-06-01",
-      "def f(x):\n    return x ** 2  # square\n\nclass A:\n\tpass\n",
-      "for (int i = 0; i < n; ++i) { sum += a[i]; }",
-      "Größe, Straße, naïve café, résumé, coöperate",
-      "日本語のテキストと中文文本，还有한국어 텍스트。",
-      "Привет, мир! Это тест. Ελληνικά κείμενα.",
-      "مرحبا بالعالم — नमस्ते दुनिया — สวัสดีชาวโลก",
-      "emoji 🦙🚀😶‍🌫️👍🏽 flags 🇫🇷🇯🇵 and ✅",
-      "e\u0301 combining (NFD) vs \u00e9 precomposed; \u212b angstrom",
-      "non\u00a0breaking\u3000ideographic\u2009thin space",
-      // Han next to Latin and other letters: Kimi's pattern cuts Han runs
-      // out of letter runs.
-      "Hello世界World's 中文abc",
-      "中文English混合text，再来一些English。",
-      "A中B文C",
-      "ÀÉÎ中文abc DEF漢字ghi",
-      "中文's 中文'S CamelCase中文",
-      "カタカナとひらがなと漢字とラテン文字Latin",
-      "〇々ー、。〈括弧〉「引用」",
-      "ǅungla ǈudi Ǌ title case",      // Lt
-      "ʰʲʷ modifier letters ˈstress",  // Lm
-      "한국어中文日本語",
-      "e\u0301中a\u0308文",
-      "１２３４５ fullwidth digits and ＡＢＣ letters",
-      "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
-      "<|eot_id|><|eot_id|>text<|end_of_text|>",
-      "<|begin_of_text|> leading space",
-      "<|reserved_special_token_5|> and <|not_a_special|>",
-      "    indented\n        more\n",
-      "''''''```````\"\"\"\"......!!!!!!??????",
-      "",
-      " ",
-      "   ",
-      "\t",
-      "a",
-  };
+  static const std::vector<std::string> kTexts = [] {
+    std::vector<std::string> t = tok::testing::CommonHardTexts();
+    for (const char* s : {
+             // Han next to Latin and other letters: Kimi's pattern cuts Han runs
+             // out of letter runs.
+             "Hello世界World's 中文abc",
+             "中文English混合text，再来一些English。",
+             "A中B文C",
+             "ÀÉÎ中文abc DEF漢字ghi",
+             "中文's 中文'S CamelCase中文",
+             "カタカナとひらがなと漢字とラテン文字Latin",
+             "〇々ー、。〈括弧〉「引用」",
+             "ǅungla ǈudi Ǌ title case",      // Lt
+             "ʰʲʷ modifier letters ˈstress",  // Lm
+             "한국어中文日本語",
+             "e\u0301中a\u0308文",
+             "１２３４５ fullwidth digits and ＡＢＣ letters",
+             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
+             "<|eot_id|><|eot_id|>text<|end_of_text|>",
+             "<|begin_of_text|> leading space",
+             "<|reserved_special_token_5|> and <|not_a_special|>",
+             "    indented\n        more\n",
+             "''''''```````\"\"\"\"......!!!!!!??????",
+             "",
+             " ",
+             "   ",
+             "\t",
+             "a",
+         }) {
+      t.push_back(s);
+    }
+    return t;
+  }();
   return kTexts;
 }
 

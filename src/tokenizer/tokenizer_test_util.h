@@ -96,6 +96,30 @@ inline std::vector<Reference> RunPythonReference(const std::string& model_dir,
   return refs;
 }
 
+// Hard cases every tokenizer reference test covers: multilingual text,
+// code, whitespace runs, numbers, contractions, combining marks.
+inline const std::vector<std::string>& CommonHardTexts() {
+  static const std::vector<std::string> kTexts = {
+      "Hello world",
+      " Hello world",
+      "Hello  world   with    runs",
+      "trailing spaces   ",
+      "\n\n\nnewlines\r\n\r\nand\ttabs\t\t",
+      "I'm sure they'RE here, it's John's; we'LL see, you'd've",
+      "3.14159 1234567890 1,000,000 0x1F 42nd 2024-06-01",
+      "def f(x):\n    return x ** 2  # square\n\nclass A:\n\tpass\n",
+      "for (int i = 0; i < n; ++i) { sum += a[i]; }",
+      "Größe, Straße, naïve café, résumé, coöperate",
+      "日本語のテキストと中文文本，还有한국어 텍스트。",
+      "Привет, мир! Это тест. Ελληνικά κείμενα.",
+      "مرحبا بالعالم — नमस्ते दुनिया — สวัสดีชาวโลก",
+      "emoji 🦙🚀😶‍🌫️👍🏽 flags 🇫🇷🇯🇵 and ✅",
+      "e\u0301 combining (NFD) vs \u00e9 precomposed; \u212b angstrom",
+      "non\u00a0breaking\u3000ideographic\u2009thin space",
+  };
+  return kTexts;
+}
+
 inline std::string IdsToString(const std::vector<int32_t>& ids) {
   std::string s;
   for (int32_t id : ids) s += " " + std::to_string(id);
