@@ -163,7 +163,15 @@ Status OpenAiServer::Start() {
   if (listen_fd >= 0 && ::listen(listen_fd, std::max(16, options_.listen_backlog)) != 0)
     LOG_WARN("serve", "could not raise the listen backlog to {}: {}", options_.listen_backlog,
              std::strerror(errno));
-  listen_thread_ = std::thread([this] { http_->listen_after_bind(); });
+  listen_thread_ = std::thread([this] {
+    http_->listen_after_bind();
+    listen_returned_.store(true);
+  });
+  // Wait until the accept loop runs: the library's stop() is a no-op before
+  // that, and a Shutdown() racing ahead of it would leave the thread in
+  // accept() forever.
+  while (!http_->is_running() && !listen_returned_.load())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   LOG_INFO("serve", "listening on http://{}:{} (model '{}'{})", options_.host, port_,
            options_.served_model_name, options_.api_key.empty() ? "" : ", API key required");
   return Status::Ok();

@@ -91,6 +91,7 @@ class OpenAiServer {
   std::atomic<bool> ready_{false};
   std::atomic<bool> shut_down_{false};
   std::atomic<int> open_streams_{0};  // SSE responses not yet released
+  std::atomic<bool> listen_returned_{false};  // the accept loop has ended
   int64_t created_ = 0;
   // Longest byte sequence one token stands for (set by Attach): a prompt of
   // more than max_prompt_tokens * this * 4 bytes cannot fit, and is refused
