@@ -19,6 +19,7 @@
 #include "base/logging.h"
 #include "base/mapped_file.h"
 #include "tokenizer/core_tokenizer.h"
+#include "tokenizer/json_file.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -278,15 +279,6 @@ std::string TokenName(const json& config, const char* key) {
   return "";
 }
 
-StatusOr<json> ReadJson(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    return CorruptionError(fmt::format("{}: invalid JSON: {}", path, e.what()));
-  }
-}
-
 StatusOr<std::unique_ptr<Tokenizer>> BuildFromJson(const json& root, const json& config, Ctx* ctx) {
   if (!root.is_object()) return CorruptionError(ctx->file + ": expected a JSON object");
   const json& model = root.value("model", json::object());
@@ -480,11 +472,11 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::string& dir) {
   }
   Ctx ctx;
   ctx.file = json_path.string();
-  ASSIGN_OR_RETURN(json root, ReadJson(ctx.file));
+  ASSIGN_OR_RETURN(json root, tok::ReadJsonFile(ctx.file));
   json config = json::object();
   const fs::path config_path = folder / "tokenizer_config.json";
   if (fs::exists(config_path, ec)) {
-    ASSIGN_OR_RETURN(config, ReadJson(config_path.string()));
+    ASSIGN_OR_RETURN(config, tok::ReadJsonFile(config_path.string()));
     if (!config.is_object()) config = json::object();
   }
   try {

@@ -21,6 +21,7 @@
 #include "base/logging.h"
 #include "base/mapped_file.h"
 #include "tokenizer/core_tokenizer.h"
+#include "tokenizer/json_file.h"
 #include "tokenizer/tiktoken_pattern.h"
 #include "tokenizer/utf8.h"
 
@@ -105,15 +106,6 @@ int64_t ParseId(std::string_view s) {
     v = v * 10 + (c - '0');
   }
   return v < kMaxId ? v : -1;
-}
-
-StatusOr<json> ReadJson(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    return CorruptionError(fmt::format("{}: invalid JSON: {}", path, e.what()));
-  }
 }
 
 // "bos_token": "<s>" or {"content": "<s>", ...}; "" if absent.
@@ -224,7 +216,7 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTiktokenTokenizer(const std::string& pa
   const std::string config_path = (fs::path(path).parent_path() / "tokenizer_config.json").string();
   json config = json::object();
   if (fs::exists(config_path, ec)) {
-    ASSIGN_OR_RETURN(config, ReadJson(config_path));
+    ASSIGN_OR_RETURN(config, tok::ReadJsonFile(config_path));
     if (!config.is_object()) return CorruptionError(config_path + ": expected a JSON object");
   } else {
     LogOnce(
