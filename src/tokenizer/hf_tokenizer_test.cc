@@ -31,13 +31,6 @@ const std::vector<std::string>& HandPicked() {
              "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
              "<s>[INST] hello [/INST]</s>",
              "<|endoftext|>text after",
-             "    indented\n        more\n",
-             "''''''```````\"\"\"\"......!!!!!!??????",
-             "",
-             " ",
-             "   ",
-             "\t",
-             "a",
          }) {
       t.push_back(s);
     }

@@ -111,13 +111,6 @@ const std::vector<std::string>& HandPicked() {
              "<|eot_id|><|eot_id|>text<|end_of_text|>",
              "<|begin_of_text|> leading space",
              "<|reserved_special_token_5|> and <|not_a_special|>",
-             "    indented\n        more\n",
-             "''''''```````\"\"\"\"......!!!!!!??????",
-             "",
-             " ",
-             "   ",
-             "\t",
-             "a",
          }) {
       t.push_back(s);
     }

@@ -97,7 +97,8 @@ inline std::vector<Reference> RunPythonReference(const std::string& model_dir,
 }
 
 // Hard cases every tokenizer reference test covers: multilingual text,
-// code, whitespace runs, numbers, contractions, combining marks.
+// code, whitespace runs, numbers, contractions, combining marks, and the
+// empty and whitespace-only strings.
 inline const std::vector<std::string>& CommonHardTexts() {
   static const std::vector<std::string> kTexts = {
       "Hello world",
@@ -116,6 +117,13 @@ inline const std::vector<std::string>& CommonHardTexts() {
       "emoji 🦙🚀😶‍🌫️👍🏽 flags 🇫🇷🇯🇵 and ✅",
       "e\u0301 combining (NFD) vs \u00e9 precomposed; \u212b angstrom",
       "non\u00a0breaking\u3000ideographic\u2009thin space",
+      "    indented\n        more\n",
+      "''''''```````\"\"\"\"......!!!!!!??????",
+      "",
+      " ",
+      "   ",
+      "\t",
+      "a",
   };
   return kTexts;
 }
