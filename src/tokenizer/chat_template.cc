@@ -5,9 +5,9 @@
 #include <system_error>
 #include <filesystem>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_eval.h"
-#include "tokenizer/jinja_parser.h"
+#include "jinja/builtins.h"
+#include "jinja/eval.h"
+#include "jinja/parser.h"
 
 namespace specd {
 namespace {

@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
-#include "tokenizer/jinja_ast.h"
+#include "jinja/ast.h"
 
 namespace specd {
 

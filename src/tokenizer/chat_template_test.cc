@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "base/test_reference.h"
-#include "tokenizer/jinja_reference_test_util.h"
+#include "jinja/reference_test_util.h"
 
 namespace specd {
 namespace {

@@ -11,7 +11,7 @@
 
 #include <string_view>
 
-#include "tokenizer/jinja_ast.h"
+#include "jinja/ast.h"
 
 namespace specd::jinja {
 

@@ -12,8 +12,8 @@
 #include <string>
 
 #include "base/test_reference.h"
+#include "jinja/reference_test_util.h"
 #include "tokenizer/chat_template.h"
-#include "tokenizer/jinja_reference_test_util.h"
 
 namespace specd {
 namespace {

@@ -1,7 +1,7 @@
 // Individual Jinja constructs rendered by ChatTemplate, against expected
 // strings taken from the reference, jinja2 as transformers sets it up
 // (booleans print "True", none prints "None", lists and dicts print as
-// Python repr, `==` compares by value). jinja_differential_test.cc checks
+// Python repr, `==` compares by value). differential_test.cc checks
 // many more constructs against the reference itself.
 #include <gtest/gtest.h>
 

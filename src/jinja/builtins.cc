@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_builtins.h"
+#include "jinja/builtins.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <set>
 #include <string>
 
-#include "tokenizer/jinja_pystr.h"
-#include "tokenizer/jinja_strings.h"
+#include "jinja/pystr.h"
+#include "jinja/strings.h"
 
 namespace specd::jinja {
 namespace {

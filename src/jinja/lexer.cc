@@ -1,9 +1,9 @@
-#include "tokenizer/jinja_lexer.h"
+#include "jinja/lexer.h"
 
 #include <algorithm>
 #include <cstdint>
 
-#include "tokenizer/jinja_strings.h"
+#include "jinja/strings.h"
 
 namespace specd::jinja {
 

@@ -1,9 +1,9 @@
-#include "tokenizer/jinja_ops.h"
+#include "jinja/ops.h"
 
 #include <cmath>
 #include <string>
 
-#include "tokenizer/jinja_pystr.h"
+#include "jinja/pystr.h"
 
 namespace specd::jinja {
 namespace {

@@ -1,5 +1,5 @@
 // Filters, tests, methods, attribute access and global functions of the
-// chat-template Jinja subset, with jinja2's semantics (see jinja_value.h).
+// chat-template Jinja subset, with jinja2's semantics (see value.h).
 // Filters that jinja2 gives generators (select, map, unique, reverse,
 // items, ...) return lists here: the same items, though printing such a
 // value directly differs (jinja2 prints "<generator object ...>").
@@ -7,7 +7,7 @@
 
 #include <string_view>
 
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
 namespace specd::jinja {
 
@@ -20,7 +20,7 @@ bool IsKnownMethod(std::string_view name);
 // namespace, range, raise_exception, strftime_now.
 bool IsKnownGlobalFunction(std::string_view name);
 
-// operand | name(args). Throws JinjaError at `pos`. (jinja_filters.cc)
+// operand | name(args). Throws JinjaError at `pos`. (filters.cc)
 Value ApplyFilter(const Value& operand, std::string_view name, CallArgs& args, SourcePos pos);
 // `value is name` (arg: the second operand of equalto in select filters).
 bool ApplyTest(std::string_view name, const Value& value, const Value* arg, SourcePos pos);

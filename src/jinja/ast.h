@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
 namespace specd::jinja {
 

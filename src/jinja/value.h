@@ -35,9 +35,10 @@ struct SourcePos {
   int col = 0;
 };
 
-// Errors inside the jinja_* files are thrown as JinjaError and turned into a
-// Status at the ChatTemplate boundary; nothing throws out of the tokenizer
-// module. `raised` marks a template's own raise_exception(msg).
+// Errors inside the jinja module are thrown as JinjaError and turned into a
+// Status at the ChatTemplate boundary (tokenizer/chat_template.cc); nothing
+// throws out of the tokenizer module. `raised` marks a template's own
+// raise_exception(msg).
 struct JinjaError {
   std::string message;
   SourcePos pos;

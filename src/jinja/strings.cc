@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_strings.h"
+#include "jinja/strings.h"
 
 #include <utf8proc.h>
 

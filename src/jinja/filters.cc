@@ -1,13 +1,13 @@
-// The filters of the chat-template Jinja subset (see jinja_builtins.h), each
+// The filters of the chat-template Jinja subset (see builtins.h), each
 // with the signature and behaviour of jinja2's filter of that name.
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_pystr.h"
-#include "tokenizer/jinja_strings.h"
+#include "jinja/builtins.h"
+#include "jinja/pystr.h"
+#include "jinja/strings.h"
 
 namespace specd::jinja {
 namespace {

@@ -1,4 +1,4 @@
-// Renders a parsed chat template (see jinja_ast.h) over top-level variables.
+// Renders a parsed chat template (see ast.h) over top-level variables.
 //
 // Scoping follows jinja2: a for loop opens a scope (a `set` in its body is
 // not visible after the loop, which is why templates use namespace()), `if`
@@ -15,7 +15,7 @@
 
 #include <string>
 
-#include "tokenizer/jinja_ast.h"
+#include "jinja/ast.h"
 
 namespace specd::jinja {
 

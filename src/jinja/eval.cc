@@ -1,13 +1,13 @@
-#include "tokenizer/jinja_eval.h"
+#include "jinja/eval.h"
 
 #include <cmath>
 #include <deque>
 #include <memory>
 #include <unordered_map>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_ops.h"
-#include "tokenizer/jinja_pystr.h"
+#include "jinja/builtins.h"
+#include "jinja/ops.h"
+#include "jinja/pystr.h"
 
 namespace specd::jinja {
 namespace {

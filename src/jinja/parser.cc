@@ -1,11 +1,11 @@
-#include "tokenizer/jinja_parser.h"
+#include "jinja/parser.h"
 
 #include <cerrno>
 #include <cstdlib>
 #include <set>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
+#include "jinja/builtins.h"
+#include "jinja/lexer.h"
 
 namespace specd::jinja {
 namespace {

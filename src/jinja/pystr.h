@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
 namespace specd::jinja {
 

@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_pystr.h"
+#include "jinja/pystr.h"
 
 #include <utf8proc.h>
 
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "tokenizer/jinja_strings.h"
+#include "jinja/strings.h"
 
 namespace specd::jinja {
 namespace {

@@ -11,7 +11,7 @@
 
 #include <string_view>
 
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
 namespace specd::jinja {
 

@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_value.h"
+#include "jinja/value.h"
 
 #include <algorithm>
 #include <charconv>
@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <limits>
 
-#include "tokenizer/jinja_pystr.h"
-#include "tokenizer/jinja_strings.h"
+#include "jinja/pystr.h"
+#include "jinja/strings.h"
 
 namespace specd::jinja {
 
