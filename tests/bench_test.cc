@@ -8,8 +8,8 @@
 
 #include "comm/communicator.h"
 #include "loader/checkpoint.h"
-#include "loader/fixture.h"
-#include "loader/model_writer.h"
+#include "modelgen/fixture.h"
+#include "modelgen/model_writer.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "test_util.h"

@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "loader/fixture.h"
-#include "loader/model_writer.h"
+#include "modelgen/fixture.h"
+#include "modelgen/model_writer.h"
 #include "serve_process.h"
 #include "test_util.h"
 

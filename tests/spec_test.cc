@@ -10,8 +10,8 @@
 
 #include "base/mapped_file.h"
 #include "comm/communicator.h"
-#include "loader/fixture.h"
-#include "loader/safetensors_writer.h"
+#include "modelgen/fixture.h"
+#include "modelgen/safetensors_writer.h"
 #include "runtime/spec_generate.h"
 #include "test_util.h"
 

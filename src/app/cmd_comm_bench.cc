@@ -1,11 +1,11 @@
-// `specd comm-bench`: thin CLI over comm/comm_bench.h.
+// `specd comm-bench`: thin CLI over commbench/comm_bench.h.
 #include <cstdio>
 #include <string>
 
 #include "app/commands.h"
 #include "base/logging.h"
-#include "comm/comm_bench.h"
 #include "comm/mpi_communicator.h"
+#include "commbench/comm_bench.h"
 
 namespace specd::app {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "app/commands.h"
 #include "base/logging.h"
-#include "loader/fixture.h"
+#include "modelgen/fixture.h"
 
 namespace specd::app {
 

@@ -6,7 +6,7 @@
 #include "base/clock.h"
 #include "base/logging.h"
 #include "loader/checkpoint.h"
-#include "loader/model_writer.h"
+#include "modelgen/model_writer.h"
 
 namespace specd::app {
 

@@ -7,11 +7,11 @@
 
 #include "base/mapped_file.h"
 #include "loader/checkpoint.h"
-#include "loader/fixture.h"
 #include "loader/gguf_reader.h"
-#include "loader/gguf_writer.h"
 #include "loader/test_util.h"
 #include "loader/weight_names.h"
+#include "modelgen/fixture.h"
+#include "modelgen/gguf_writer.h"
 
 namespace specd {
 namespace {

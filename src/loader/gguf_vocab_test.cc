@@ -10,7 +10,7 @@
 
 #include "base/test_reference.h"
 #include "loader/checkpoint.h"
-#include "loader/fixture.h"
+#include "modelgen/fixture.h"
 
 namespace specd {
 namespace {

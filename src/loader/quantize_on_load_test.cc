@@ -7,9 +7,9 @@
 #include <cstring>
 
 #include "loader/checkpoint.h"
-#include "loader/fixture.h"
-#include "loader/model_writer.h"
 #include "loader/test_util.h"
+#include "modelgen/fixture.h"
+#include "modelgen/model_writer.h"
 
 namespace specd {
 namespace {

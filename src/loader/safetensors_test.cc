@@ -10,10 +10,10 @@
 
 #include "base/mapped_file.h"
 #include "loader/checkpoint.h"
-#include "loader/fixture.h"
 #include "loader/safetensors_reader.h"
-#include "loader/safetensors_writer.h"
 #include "loader/test_util.h"
+#include "modelgen/fixture.h"
+#include "modelgen/safetensors_writer.h"
 
 namespace specd {
 namespace {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "loader/checkpoint.h"
-#include "loader/fixture.h"
 #include "loader/test_util.h"
+#include "modelgen/fixture.h"
 #include "tensor/dtype.h"
 
 namespace specd {

@@ -1,4 +1,4 @@
-// Helpers shared by the loader tests (header-only, tests only).
+// Helpers shared by the loader and modelgen tests (header-only, tests only).
 #pragma once
 
 #include <stdlib.h>

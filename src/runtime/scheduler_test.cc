@@ -10,7 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "loader/fixture.h"
+#include "modelgen/fixture.h"
 #include "runtime/generate.h"
 #include "runtime/spec_generate.h"
 

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <string>
 
-#include "loader/fixture.h"
+#include "modelgen/fixture.h"
 #include "server/http_server.h"
 #include "server/openai_response.h"
 #include "tokenizer/tokenizer.h"

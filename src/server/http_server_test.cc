@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "loader/fixture.h"
+#include "modelgen/fixture.h"
 #include "runtime/generate.h"
 #include "server/openai_response.h"
 

@@ -1,4 +1,4 @@
-#include "loader/fixture.h"
+#include "modelgen/fixture.h"
 
 #include <fmt/format.h>
 

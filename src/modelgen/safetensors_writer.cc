@@ -1,4 +1,4 @@
-#include "loader/safetensors_writer.h"
+#include "modelgen/safetensors_writer.h"
 
 #include <fmt/format.h>
 

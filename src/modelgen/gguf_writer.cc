@@ -1,4 +1,4 @@
-#include "loader/gguf_writer.h"
+#include "modelgen/gguf_writer.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "loader/model_writer.h"
+#include "modelgen/model_writer.h"
 
 #include <fmt/format.h>
 
@@ -9,8 +9,8 @@
 
 #include "base/logging.h"
 #include "base/mapped_file.h"
-#include "loader/safetensors_writer.h"
 #include "loader/weight_names.h"
+#include "modelgen/safetensors_writer.h"
 
 namespace specd {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "loader/gguf_writer.h"  // RowFn, FileSink
+#include "modelgen/gguf_writer.h"  // RowFn, FileSink
 #include "tensor/dtype.h"
 
 namespace specd {

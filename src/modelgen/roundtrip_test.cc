@@ -7,10 +7,10 @@
 
 #include "base/mapped_file.h"
 #include "loader/checkpoint.h"
-#include "loader/fixture.h"
-#include "loader/model_writer.h"
 #include "loader/test_util.h"
 #include "loader/weight_names.h"
+#include "modelgen/fixture.h"
+#include "modelgen/model_writer.h"
 
 namespace specd {
 namespace {

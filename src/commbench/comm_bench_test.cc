@@ -1,4 +1,4 @@
-#include "comm/comm_bench.h"
+#include "commbench/comm_bench.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

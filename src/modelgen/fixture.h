@@ -13,7 +13,7 @@
 
 #include "base/status.h"
 #include "loader/model_config.h"
-#include "loader/model_writer.h"
+#include "modelgen/model_writer.h"
 
 namespace specd {
 

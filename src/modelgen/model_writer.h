@@ -7,8 +7,8 @@
 
 #include "base/status.h"
 #include "loader/checkpoint.h"
-#include "loader/gguf_writer.h"
 #include "loader/model_config.h"
+#include "modelgen/gguf_writer.h"
 
 namespace specd {
 
