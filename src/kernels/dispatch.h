@@ -48,8 +48,8 @@ void SetWeightPrefetch(bool on);
 
 // Whether one-token matmuls read the weights one row at a time, front to back
 // (default on: each thread's weight traffic is then one sequential stream,
-// which ran at 25-29 GB/s on a Zen 4 guest where 4 rows read side by side ran
-// at 10-22 GB/s, docs/performance.md), or 4 rows side by side with software
+// which some machines read much faster than 4 rows side by side;
+// docs/performance.md, "Stream decode"), or 4 rows side by side with software
 // prefetch (the A/B baseline). Results are the same for f32/f16/bf16 and
 // differ in f32 rounding only for q4_0.
 bool StreamDecodeEnabled();

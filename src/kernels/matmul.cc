@@ -151,12 +151,11 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
     table->build_gemv_acts(acts, &s.gemv_corr, &g);
     cpu::QuantGemvFn gemv = table->q4_0_gemv;
     // One token: the row-stream kernel. 2-4 tokens stay on the 4-row kernel,
-    // which shares the scale work among the tokens: 1B Q4_0 at 1 thread on a
-    // Zen 4 guest, forwards of 2 / 3 / 4 tokens 69-77 / 79-91 / 97-104 ms
-    // there, 80 / 92-106 / 123-140 ms on the row-stream kernel. The 4-row
-    // kernel adds a token's partial sums in another order than the row-stream
-    // one, so batch-invariant mode keeps every token count on the kernel
-    // decode uses.
+    // which shares the scale work among the tokens and so beats the
+    // row-stream kernel there (docs/performance.md, "Stream decode"). The
+    // 4-row kernel adds a token's partial sums in another order than the
+    // row-stream one, so batch-invariant mode keeps every token count on the
+    // kernel decode uses.
     if (stream && table->q4_0_stream != nullptr) {
       table->build_stream_lanes(acts, &s.stream_qs, &s.stream_d, &g);
       g.stream_prefetch = acts.stream_prefetch;

@@ -76,8 +76,8 @@ ReadCalibration Measure() {
   const int64_t l3 = GetCpuFeatures().l3_bytes;
   // At most 256 MiB: 2x a per-die L3 of current server parts (a core streams
   // through its own die's L3). A larger reported L3 is a VM's whole-socket or
-  // made-up figure (one Zen 5 guest reports 508 MiB), and faulting in a fresh
-  // 512 MiB buffer there cost up to 0.9 s of every start-up.
+  // made-up figure, and faulting in a buffer twice that size costs start-up
+  // time on every run (docs/performance.md, "Stream decode").
   const size_t bytes = static_cast<size_t>(
       std::clamp<int64_t>(2 * l3, int64_t{64} << 20, int64_t{256} << 20));
   void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -1,7 +1,7 @@
 // Whether the decode kernels that read one weight row at a time (stream
 // decode) should prefetch ahead along the row in software. Machines disagree:
-// on a Zen 4 guest a plain sequential read ran at 23-29 GB/s and software
-// prefetch 1 KiB ahead lowered it to 19-21; on an Intel VM the prefetching
+// on a Zen 4 guest software prefetch 1 KiB ahead slowed a plain sequential
+// read (docs/performance.md, "Stream decode"); on an Intel VM the prefetching
 // read was the faster one. So it is measured once per process on this
 // machine instead of being keyed by CPU model.
 #pragma once
@@ -24,8 +24,8 @@ constexpr int kStreamPrefetchBytes = 1024;
 constexpr double kPrefetchMinGain = 1.05;
 
 // Sum of n floats read front to back with 32-byte loads (AVX2 where the CPU
-// has it: 16-byte loads read 17 GB/s where 32-byte ones read 29 on a Zen 4
-// guest), prefetching kStreamPrefetchBytes ahead when `prefetch`. The loop the
+// has it: 16-byte loads under-report the bandwidth one core can reach),
+// prefetching kStreamPrefetchBytes ahead when `prefetch`. The loop the
 // calibration times; kernels_bench's bandwidth probe runs it too.
 float SumFloats(const float* p, int64_t n, bool prefetch);
 

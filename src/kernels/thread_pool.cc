@@ -38,10 +38,10 @@ void FutexWakeAll(std::atomic<uint32_t>* word) {
 
 // How long a thread spins before it sleeps. 50 us spans the gap between two
 // matmuls of a decode step (norms, RoPE, attention of one layer), so workers
-// rarely need a futex wake-up (20-50 us in a VM): 170M Q4_0 at 2 threads
-// decoded 1.15x faster than with 4 us (docs/performance.md). Not longer,
-// because ranks may outnumber cores: a spinning worker steals the core a
-// peer rank needs.
+// rarely need a futex wake-up, which costs tens of microseconds in a VM
+// (docs/performance.md, "Where a decode step goes"). Not longer, because
+// ranks may outnumber cores: a spinning worker steals the core a peer rank
+// needs.
 int64_t DefaultSpinNanos() {
   static const int64_t ns = [] {
     const char* env = std::getenv("SPECD_POOL_SPIN_US");

@@ -22,10 +22,9 @@ namespace {
 // accumulator of its index (the same order for every T, so a token's outputs
 // are bitwise the same alone or in a batch). The loop takes the two vectors
 // of a pair in one step with fixed accumulator indices: indexed by a parity
-// variable, as before, they lived on the stack (a load and a store per
-// vdpbf16ps), and 512 x 2048 bf16 took 2.0-2.2x the time at 1-8 tokens on a
-// Zen 5 guest. Now vdpbf16ps issue bounds it (4 chains instead of 2: same
-// time).
+// variable, GCC 12 keeps them on the stack (a load and a store per
+// vdpbf16ps). vdpbf16ps issue bounds the loop, so more chains do not help
+// (docs/performance.md, "Multi-token kernels from DRAM").
 template <int T>
 SPECD_BF16_TARGET void RowTile(const uint16_t* w, int64_t k, const uint16_t* xb, int64_t ldx,
                                int t0, float* y, int64_t ldy) {

@@ -175,13 +175,11 @@ HWY_INLINE void RowStream(const uint8_t* w, int64_t k, const float* x, float* y,
 // row 0's part, then row 1's, ... (each row's two chains kept in registers),
 // so the chunk of x is reused from L1 by R rows. Same sums as RowStream.
 // For long rows: with k = 8192 (the 1B down projection) x is 32 KiB, a whole
-// L1D, and one row at a time re-read it from L2 for every row: 11-13 GB/s of
-// f16 weights at 1 thread on a Zen 4 guest, 22-26 with the same loop over an
-// 8 KiB x (a standalone loop over 256 MiB of weights). 8 rows in 128-element
-// chunks (runs of 256 bytes of f16 per row) read 21-22 GB/s; 2 or 4 rows,
-// chunks of 64-512 elements, k-segments over 8-64 rows, and software prefetch
-// of x or of the weights (T0, NTA) all read 10-18. For k = 2048 one row at a
-// time stays best (26 GB/s; chunked 13-19).
+// L1D, and one row at a time re-reads it from L2 for every row. 8 rows in
+// 128-element chunks (runs of 256 bytes of f16 per row) read about as fast as
+// one row over an x that fits L1; the other layouts measured were slower, and
+// for short rows (k = 2048) one row at a time stays best (docs/performance.md,
+// "Stream decode").
 constexpr int64_t kChunkedMinK = 4096;
 constexpr int kChunkedRows = 8;
 constexpr int64_t kChunkElems = 128;

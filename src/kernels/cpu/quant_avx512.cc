@@ -73,7 +73,7 @@ SPECD_AVX512_TARGET void RowTile(const Block* row, const QuantizedActs& a, int t
   }
   const char* ahead = reinterpret_cast<const char*>(row) + prefetch_rows * row_bytes;
   // Blocks b, b + 1 into acc[t][p]. Called with a constant p from a loop over
-  // pairs of steps: with p a loop variable (as before) GCC kept the
+  // pairs of steps: with p a loop variable GCC keeps the
   // accumulators on the stack, an FMA from memory and a store per step.
   auto step = [&](int64_t b, int p) SPECD_AVX512_TARGET __attribute__((always_inline)) {
     if (prefetch_rows > 0) _mm_prefetch(ahead + b * sizeof(Block), _MM_HINT_T0);
@@ -444,11 +444,10 @@ SPECD_AVX512_TARGET void QuadRowsQ4(const uint8_t* w, size_t row_bytes, int64_t 
   QuadRows<BlockQ4_0>(w, row_bytes, n_rows, a, n_tokens, y, ldy);
 }
 
-// One-token Q4_0 kernel (see GemvActs): rows r0..r0+3, one per 128-bit lane.
-// Without the dword transpose of an earlier version (one vpermd per block) and
-// with the scales gathered instead of packed with scalar ops, a block costs
-// ~15% fewer vector uops (kernels_bench q4_0 8192x2048: 412-431 -> 350-355 us,
-// 1B decode 18.4 -> 19.4 tok/s at 1 thread).
+// One-token Q4_0 kernel (see GemvActs): rows r0..r0+3, one per 128-bit lane,
+// so no dword transpose is needed, and the scales of 4 rows x 4 blocks come in
+// one gather rather than scalar packing (docs/performance.md, "One-token Q4_0
+// kernel").
 template <int T>
 SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const GemvActs& g,
                                      float* y, int64_t ldy) {

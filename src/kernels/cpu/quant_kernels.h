@@ -112,8 +112,8 @@ using QuantQuadRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_r
 // partial sums of row j; the per-block f32 scaling is paid once per 4 rows.
 // The scales of 4 rows x 4 blocks come in one gather.
 // Up to kGemvMaxTokens tokens share each unpacked weight vector (small verify
-// passes): 1B Q4_0 at 1 thread, a forward over 2 / 3 / 4 tokens 75-76 / 77-78 /
-// 79-80 ms on the quad kernel, 58 / 65 / 72-74 ms here (decode step 50 ms).
+// passes), which beats the quad kernel at 2-4 tokens (docs/performance.md,
+// Sapphire Rapids section).
 constexpr int kGemvMaxTokens = 4;
 struct GemvActs {
   int n_tokens = 1;               // 1..kGemvMaxTokens

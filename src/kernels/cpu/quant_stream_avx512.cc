@@ -45,9 +45,8 @@ SPECD_AVX512_TARGET void StreamQ4Row(const uint8_t* row, const GemvActs& g, floa
   // block j's scale is word 9j, its quant bytes bytes 18j + 2 .. 18j + 17. The
   // 4 scales come from one 64-byte load by a word permute (sidx: word l = the
   // scale of block l / 4); the quant bytes by 4 loads into the 128-bit lanes
-  // (on a Zen 4 guest, kernels_bench q4_0 512x2048: a 16-scale gather per 16
-  // blocks 37.5 us, scalar scale loads 33.3, this 33.5, a vpermt2w of the
-  // quant bytes from the same load 35.8).
+  // (a gather of the scales and a vpermt2w of the quant bytes were slower;
+  // docs/performance.md, "Stream decode").
   const __m512i sidx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  //
                                         27, 27, 27, 27, 18, 18, 18, 18, 9, 9, 9, 9, 0, 0, 0, 0);
   __m512 acc[T][2];
@@ -55,9 +54,9 @@ SPECD_AVX512_TARGET void StreamQ4Row(const uint8_t* row, const GemvActs& g, floa
   for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
 
   // One group of 4 blocks into acc[t][parity]. Called with a constant parity
-  // from a loop over group pairs: with the parity a loop variable (as before)
-  // GCC kept both accumulators on the stack, an FMA from memory and a store
-  // per group in the decode loop.
+  // from a loop over group pairs: with the parity a loop variable GCC keeps
+  // both accumulators on the stack, an FMA from memory and a store per group
+  // in the decode loop.
   auto group = [&](int64_t grp, int parity) SPECD_AVX512_TARGET __attribute__((always_inline)) {
     const uint8_t* p = row + grp * 4 * kBlockBytes;
     // ~One line per group (72 bytes): the few lines skipped are left to the
