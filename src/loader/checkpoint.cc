@@ -1,10 +1,7 @@
 #include "loader/checkpoint.h"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
 
@@ -41,17 +38,6 @@ size_t Checkpoint::total_bytes() const {
 }
 
 namespace {
-
-bool EndsWith(const std::string& s, const char* suffix) {
-  size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
-bool HasGgufMagic(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {};
-  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
-}
 
 // Aliases a tied LM head and checks that every tensor the architecture needs
 // is present with the shape the config implies, so a bad checkpoint fails at
@@ -137,19 +123,22 @@ Status QuantizeOnLoad(CheckpointBuilder& ck, DType dtype) {
 
 StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const std::string& path,
                                                      const LoadOptions& options) {
+  ASSIGN_OR_RETURN(ModelSource source, ResolveModelSource(path));
+  return OpenCheckpoint(source, options);
+}
+
+StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const ModelSource& source,
+                                                     const LoadOptions& options) {
   Stopwatch sw;
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    return NotFoundError(path + ": no such file or folder (expected a model folder or a .gguf file)");
-  }
+  const std::string& path = source.is_gguf() ? source.weight_files[0] : source.path;
   std::unique_ptr<CheckpointBuilder> ck;
-  if (S_ISDIR(st.st_mode)) {
-    ASSIGN_OR_RETURN(ck, OpenSafetensorsFolder(path, options));
-  } else if (EndsWith(path, ".gguf") || HasGgufMagic(path)) {
+  if (source.format == WeightsFormat::kNone) {
+    return NotFoundError(fmt::format("{}: no weights (a tokenizer-only source)", source.path));
+  }
+  if (source.is_gguf()) {
     ASSIGN_OR_RETURN(ck, OpenGgufFile(path, options));
   } else {
-    return InvalidArgumentError(fmt::format(
-        "{}: expected a model folder (config.json + *.safetensors) or a .gguf file", path));
+    ASSIGN_OR_RETURN(ck, OpenSafetensorsFolder(source, options));
   }
   RETURN_IF_ERROR(Finish(*ck));
   {

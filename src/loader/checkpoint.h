@@ -20,6 +20,7 @@
 #include "base/mapped_file.h"
 #include "base/status.h"
 #include "loader/model_config.h"
+#include "loader/model_source.h"
 #include "loader/tensor_check.h"
 #include "tensor/tensor_view.h"
 
@@ -85,9 +86,14 @@ class Checkpoint {
   GgufVocab vocab_;
 };
 
-// Opens a model folder (config.json + model.safetensors, or sharded
-// model-0000N-of-0000M.safetensors with model.safetensors.index.json) or a
-// .gguf file. Errors name the file, the tensor or key, expected vs found.
+// Opens the weights of a resolved model source (loader/model_source.h): a
+// model folder (config.json + model.safetensors, or sharded
+// model-0000N-of-0000M.safetensors with model.safetensors.index.json), a
+// .gguf file, or a folder holding one .gguf. Errors name the file, the
+// tensor or key, expected vs found.
+StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const ModelSource& source,
+                                                     const LoadOptions& options = {});
+// ResolveModelSource(path), then the above.
 StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const std::string& path,
                                                      const LoadOptions& options = {});
 

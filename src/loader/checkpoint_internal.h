@@ -26,9 +26,9 @@ class CheckpointBuilder : public Checkpoint {
   void AddOwned(std::vector<uint8_t> bytes) { owned_.push_back(std::move(bytes)); }
 };
 
-// Format readers used by OpenCheckpoint. `dir` is the model folder;
-// `gguf_path` the .gguf file.
-StatusOr<std::unique_ptr<CheckpointBuilder>> OpenSafetensorsFolder(const std::string& dir,
+// Format readers used by OpenCheckpoint: a resolved safetensors folder
+// (source.format kSafetensors*); `gguf_path` the .gguf file.
+StatusOr<std::unique_ptr<CheckpointBuilder>> OpenSafetensorsFolder(const ModelSource& source,
                                                                    const LoadOptions& options);
 StatusOr<std::unique_ptr<CheckpointBuilder>> OpenGgufFile(const std::string& gguf_path,
                                                           const LoadOptions& options);

@@ -42,42 +42,26 @@ Status ReadIndex(const std::string& index_path, std::map<std::string, std::strin
   return Status::Ok();
 }
 
-// model-00001-of-00003.safetensors ... when there is no index.
-std::vector<std::string> FindShards(const std::string& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    std::string n = e.path().filename().string();
-    if (n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos &&
-        n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) {
-      out.push_back(n);
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
 
-StatusOr<std::unique_ptr<CheckpointBuilder>> OpenSafetensorsFolder(const std::string& dir,
+StatusOr<std::unique_ptr<CheckpointBuilder>> OpenSafetensorsFolder(const ModelSource& source,
                                                                    const LoadOptions& options) {
+  const std::string& dir = source.dir;
   auto ck = std::make_unique<CheckpointBuilder>(dir, "safetensors");
-  const std::string config_path = dir + "/config.json";
+  const std::string& config_path = source.config_file;
   ASSIGN_OR_RETURN(std::string config_text, ReadFileToString(config_path));
   ASSIGN_OR_RETURN(ck->mutable_config(), ParseHfConfig(config_text, config_path));
 
+  // File names relative to the folder (the index names its shards so).
   std::map<std::string, std::string> weight_map;
   std::vector<std::string> files;
-  const std::string index_path = dir + "/model.safetensors.index.json";
-  if (fs::exists(index_path)) {
-    RETURN_IF_ERROR(ReadIndex(index_path, &weight_map));
+  if (source.format == WeightsFormat::kSafetensorsIndex) {
+    RETURN_IF_ERROR(ReadIndex(source.index_file, &weight_map));
     std::set<std::string> uniq;
     for (const auto& [name, f] : weight_map) uniq.insert(f);
     files.assign(uniq.begin(), uniq.end());
-  } else if (fs::exists(dir + "/model.safetensors")) {
-    files.push_back("model.safetensors");
   } else {
-    files = FindShards(dir);
+    for (const std::string& f : source.weight_files) files.push_back(fs::path(f).filename().string());
   }
   if (files.empty()) {
     return NotFoundError(fmt::format("{}: no model.safetensors, model.safetensors.index.json or "

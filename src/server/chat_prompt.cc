@@ -1,7 +1,5 @@
 #include "server/chat_prompt.h"
 
-#include <filesystem>
-
 #include "base/logging.h"
 #include "base/mapped_file.h"
 #include "loader/gguf_reader.h"
@@ -38,32 +36,55 @@ std::unique_ptr<ChatPrompt> ChatPrompt::CreateFallback() {
 
 StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const std::string& model_path,
                                                          const Tokenizer* tokenizer) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
+  ResolveOptions options;
+  options.need_weights = false;
+  auto source = ResolveModelSource(model_path, options);
+  if (source.ok()) return Create(*source, tokenizer);
+  if (source.status().code() != StatusCode::kNotFound) {
+    return std::move(source).TakeStatus().WithStage("chat template");
+  }
+  ModelSource none;  // nothing there: the fallback, as for a model without a template
+  none.path = model_path;
+  return Create(none, tokenizer);
+}
+
+StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const ModelSource& model,
+                                                         const Tokenizer* tokenizer) {
+  const std::string& model_path = model.path;
   std::unique_ptr<ChatTemplate> tmpl;
   std::string source;
-  if (fs::is_directory(model_path, ec)) {
-    auto t = LoadChatTemplate(model_path);
-    if (t.ok()) {
-      tmpl = std::move(t).value();
-      source = model_path;
-    } else if (t.status().code() != StatusCode::kNotFound) {
-      return std::move(t).TakeStatus().WithStage("chat template");
+  switch (model.chat_template) {
+    case ChatTemplateKind::kTokenizerConfig:
+    case ChatTemplateKind::kJinjaFile:
+    case ChatTemplateKind::kJsonFile: {
+      // The folder's loader applies the same order as the resolver.
+      auto t = LoadChatTemplate(model.dir);
+      if (t.ok()) {
+        tmpl = std::move(t).value();
+        source = model_path;
+      } else if (t.status().code() != StatusCode::kNotFound) {
+        return std::move(t).TakeStatus().WithStage("chat template");
+      }
+      break;
     }
-  } else {
-    auto src = GgufChatTemplate(model_path);
-    if (src.ok()) {
-      ChatTemplateOptions o;
-      o.source_name = model_path;
-      if (tokenizer && tokenizer->bos_id() >= 0) o.bos_token = tokenizer->IdToPiece(tokenizer->bos_id());
-      if (tokenizer && tokenizer->eos_id() >= 0) o.eos_token = tokenizer->IdToPiece(tokenizer->eos_id());
-      auto t = ChatTemplate::Create(*src, o);
-      if (!t.ok()) return std::move(t).TakeStatus().WithStage("chat template");
-      tmpl = std::move(t).value();
-      source = model_path;
-    } else if (src.status().code() != StatusCode::kNotFound) {
-      return std::move(src).TakeStatus().WithStage("chat template");
+    case ChatTemplateKind::kGgufMetadata: {
+      auto src = GgufChatTemplate(model.chat_template_file);
+      if (src.ok()) {
+        ChatTemplateOptions o;
+        o.source_name = model.chat_template_file;
+        if (tokenizer && tokenizer->bos_id() >= 0) o.bos_token = tokenizer->IdToPiece(tokenizer->bos_id());
+        if (tokenizer && tokenizer->eos_id() >= 0) o.eos_token = tokenizer->IdToPiece(tokenizer->eos_id());
+        auto t = ChatTemplate::Create(*src, o);
+        if (!t.ok()) return std::move(t).TakeStatus().WithStage("chat template");
+        tmpl = std::move(t).value();
+        source = model.chat_template_file;
+      } else if (src.status().code() != StatusCode::kNotFound) {
+        return std::move(src).TakeStatus().WithStage("chat template");
+      }
+      break;
     }
+    case ChatTemplateKind::kNone:
+      break;
   }
   if (!tmpl) {
     LOG_INFO("chat template",

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "loader/model_source.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,6 +27,10 @@ class ChatPrompt {
   // Errors: a template the renderer rejects (message names the source and
   // line:column), an unreadable GGUF. A model without a template gets the
   // fallback and one log line.
+  // The template `model` names (loader/model_source.h).
+  static StatusOr<std::unique_ptr<ChatPrompt>> Create(const ModelSource& model,
+                                                      const Tokenizer* tokenizer);
+  // ResolveModelSource(model_path, {.need_weights = false}), then the above.
   static StatusOr<std::unique_ptr<ChatPrompt>> Create(const std::string& model_path,
                                                       const Tokenizer* tokenizer);
   // The fallback alone (for models without a template, and for tests).

@@ -11,8 +11,6 @@
 // tokens are matched verbatim in the input.
 #include <fmt/format.h>
 
-#include <filesystem>
-
 #include "base/logging.h"
 #include "tokenizer/core_tokenizer.h"
 #include "tokenizer/tiktoken_tokenizer.h"
@@ -199,39 +197,28 @@ StatusOr<std::unique_ptr<Tokenizer>> NewGgufTokenizer(const GgufVocab& vocab,
   return tok::NewCoreTokenizer(std::move(spec));
 }
 
+StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const ModelSource& source) {
+  switch (source.tokenizer) {
+    case TokenizerKind::kHfJson:
+      return LoadHfTokenizer(source.tokenizer_file);
+    case TokenizerKind::kTiktoken:
+      return LoadTiktokenTokenizer(source.tokenizer_file);
+    case TokenizerKind::kGgufVocab: {
+      ASSIGN_OR_RETURN(GgufVocab vocab, ReadGgufVocab(source.tokenizer_file));
+      return NewGgufTokenizer(vocab, source.tokenizer_file);
+    }
+    case TokenizerKind::kNone:
+      break;
+  }
+  return NotFoundError(fmt::format("{}: no tokenizer.json, no tiktoken.model and no .gguf file",
+                                   source.path));
+}
+
 StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerForModel(const std::string& model_path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path path(model_path);
-  auto load_gguf = [](const std::string& file) -> StatusOr<std::unique_ptr<Tokenizer>> {
-    ASSIGN_OR_RETURN(GgufVocab vocab, ReadGgufVocab(file));
-    return NewGgufTokenizer(vocab, file);
-  };
-  if (fs::is_directory(path, ec)) {
-    if (fs::exists(path / "tokenizer.json", ec)) return LoadHfTokenizer(model_path);
-    // tiktoken rank files: Kimi's tiktoken.model, Meta's original Llama 3
-    // tokenizer.model (a text file, unlike SentencePiece's protobuf).
-    if (fs::exists(path / "tiktoken.model", ec)) {
-      return LoadTiktokenTokenizer((path / "tiktoken.model").string());
-    }
-    if (LooksLikeTiktokenFile((path / "tokenizer.model").string())) {
-      return LoadTiktokenTokenizer((path / "tokenizer.model").string());
-    }
-    std::vector<std::string> ggufs;
-    for (const auto& entry : fs::directory_iterator(path, ec)) {
-      if (entry.path().extension() == ".gguf") ggufs.push_back(entry.path().string());
-    }
-    if (ggufs.size() == 1) return load_gguf(ggufs[0]);
-    return NotFoundError(fmt::format(
-        "{}: no tokenizer.json, no tiktoken.model{}", model_path,
-        ggufs.empty() ? " and no .gguf file" : fmt::format(" and {} .gguf files (name one)", ggufs.size())));
-  }
-  if (!fs::exists(path, ec)) return NotFoundError(fmt::format("{}: no such file or folder", model_path));
-  if (path.extension() == ".json") return LoadHfTokenizer(model_path);
-  if (path.extension() == ".model" && LooksLikeTiktokenFile(model_path)) {
-    return LoadTiktokenTokenizer(model_path);
-  }
-  return load_gguf(model_path);
+  ResolveOptions options;
+  options.need_weights = false;
+  ASSIGN_OR_RETURN(ModelSource source, ResolveModelSource(model_path, options));
+  return LoadTokenizer(source);
 }
 
 }  // namespace specd

@@ -53,7 +53,12 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::string& dir);
 // Builds a tokenizer from a GGUF file's tokenizer.ggml.* metadata.
 StatusOr<std::unique_ptr<Tokenizer>> NewGgufTokenizer(const GgufVocab& vocab,
                                                       const std::string& source);
-// For a model path (folder or .gguf): whichever of the two applies.
+// The tokenizer a resolved model source names (loader/model_source.h):
+// tokenizer.json, a tiktoken rank file or a GGUF vocab. NotFound when the
+// source has none (the message says what was looked for).
+StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const ModelSource& source);
+// For a model path (folder, .gguf, or a tokenizer file alone):
+// ResolveModelSource(path, {.need_weights = false}), then LoadTokenizer.
 StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerForModel(const std::string& model_path);
 
 // Streams decoded text token by token without ever emitting half a UTF-8
