@@ -25,6 +25,7 @@
 
 #include "app/bench_child.h"
 #include "app/commands.h"
+#include "app/engine_flags.h"
 #include "base/logging.h"
 #include "base/sample_stats.h"
 #include "loader/checkpoint.h"
@@ -126,10 +127,7 @@ Status RunBench(const BenchFlags& f) {
   if (f.repeats < 1) return InvalidArgumentError("--repeats: must be >= 1");
   if (f.n_prompts < 1 || f.prompt_len < 1 || f.max_tokens < 2)
     return InvalidArgumentError("--prompts and --prompt-len must be >= 1, --max-tokens >= 2");
-  const std::string model = f.model.empty()
-                                ? (std::getenv("SPECD_MODEL") ? std::getenv("SPECD_MODEL")
-                                                              : SPECD_DEFAULT_MODEL)
-                                : f.model;
+  const std::string model = ResolveModelPath(f.model);
 
   // Flags every run gets; a configuration's own flags come last and win.
   ASSIGN_OR_RETURN(std::vector<std::string> common, SplitFlags(f.common));

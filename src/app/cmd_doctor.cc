@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/env.h"
 #include "cuda/device_probe.h"
 #include "kernels/dispatch.h"
 #include "kernels/read_calibration.h"
@@ -68,23 +69,41 @@ nlohmann::json CudaJson(const specd::cuda::ProbeResult& p) {
           {"reason", p.reason}};
 }
 
+// [{"name", "value", "default", "source": "env" | "default"}], one per
+// entry of base/env.h's table; value is null when unset.
+nlohmann::json EnvironmentJson() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const specd::EnvReportEntry& e : specd::EnvReport()) {
+    out.push_back({{"name", e.name},
+                   {"value", e.source == "env" ? nlohmann::json(e.value) : nlohmann::json(nullptr)},
+                   {"default", e.default_value},
+                   {"source", e.source}});
+  }
+  return out;
+}
+
 }  // namespace
 
 void AddDoctorCommand(CLI::App& root, int* exit_code) {
   auto* sub = root.add_subcommand("doctor", "Print the detected hardware and the path each "
                                             "kernel family and collective will use, with why");
   auto json = std::make_shared<bool>(false);
-  sub->add_flag("--json", *json, "Print the CUDA state as one JSON object: {\"cuda\": {...}}");
+  sub->add_flag("--json", *json,
+                "Print the CUDA state and the environment table as one JSON object: "
+                "{\"cuda\": {...}, \"environment\": [{\"name\", \"value\", \"default\", "
+                "\"source\"}]}");
   sub->callback([exit_code, json] {
     const specd::cuda::ProbeResult cuda = specd::cuda::ProbeDevices();
     if (*json) {
-      std::printf("%s\n", nlohmann::json{{"cuda", CudaJson(cuda)}}.dump(2).c_str());
+      const nlohmann::json j = {{"cuda", CudaJson(cuda)}, {"environment", EnvironmentJson()}};
+      std::printf("%s\n", j.dump(2).c_str());
       *exit_code = 0;
       return;
     }
     PrintCpuSection();
     std::fputs(specd::DescribeCollectiveChoices().c_str(), stdout);
     PrintCudaSection(cuda);
+    std::fputs(specd::DescribeEnvironment().c_str(), stdout);
     *exit_code = 0;
   });
 }

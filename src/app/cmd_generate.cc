@@ -115,9 +115,10 @@ StatusOr<std::vector<double>> MeasureForwardCost(Engine& engine, OpProfile* prof
   return ms;
 }
 
-Status RunGenerate(const GenerateFlags& f, ModelRunner& rn, Engine& engine) {
+Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo, ModelRunner& rn,
+                   Engine& engine) {
   ModelRunner* runner = &rn;
-  const RunnerOptions ro = ToRunnerOptions(f.engine);
+  const RunnerOptions& ro = eo.runner;
   std::unique_ptr<Tokenizer> tok;
   auto t = LoadTokenizerForModel(ro.model_path);
   if (t.ok()) tok = std::move(t).value();
@@ -328,17 +329,16 @@ void AddGenerateCommand(CLI::App& root, int* exit_code) {
   AddLaunchFlags(sub, &f->engine, &f->launch);
   sub->callback([f, exit_code, sub] {
     if (f->prompt.empty() && f->prompt_ids.empty()) f->prompt = "Once upon a time";
+    const ResolvedEngineOptions eo = ResolveEngineOptions(f->engine);
     // The embedded demo model runs with its EAGLE-3 head unless told otherwise.
-    const char* env_model = std::getenv("SPECD_MODEL");
     const std::string demo_head = std::string(SPECD_DEFAULT_MODEL) + "/eagle3";
-    if (f->engine.model.empty() && (env_model == nullptr || *env_model == 0) &&
-        sub->count("--speculative-algorithm") == 0 &&
+    if (eo.default_model && sub->count("--speculative-algorithm") == 0 &&
         std::filesystem::exists(demo_head + "/config.json")) {
       f->spec.algorithm = "EAGLE3";
       f->spec.draft_model = demo_head;
     }
-    *exit_code = RunOnRanks(f->engine, f->launch, [f](ModelRunner& runner, Engine& engine) {
-      return RunGenerate(*f, runner, engine);
+    *exit_code = RunOnRanks(eo, f->launch, [f, &eo](ModelRunner& runner, Engine& engine) {
+      return RunGenerate(*f, eo, runner, engine);
     });
   });
 }

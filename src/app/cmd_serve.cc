@@ -11,6 +11,7 @@
 #include "app/commands.h"
 #include "app/engine_flags.h"
 #include "app/rank_launch.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -30,8 +31,8 @@ struct ServeFlags {
 // Rank 0's part: load the tokenizer and draft head, attach the engine to the
 // already listening server, and serve until SIGINT/SIGTERM or until the
 // engine fails (a rank died), then shut down.
-Status ServeOnRank0(const ServeFlags& f, server::OpenAiServer& srv, ModelRunner& runner,
-                    Engine& engine) {
+Status ServeOnRank0(const ServeFlags& f, const ResolvedEngineOptions& eo,
+                    server::OpenAiServer& srv, ModelRunner& runner, Engine& engine) {
   const server::ServerOptions& so = f.server;
   // A model without tokenizer files serves token-id prompts; a tokenizer
   // that is present but broken stops start-up (a server that silently
@@ -55,8 +56,7 @@ Status ServeOnRank0(const ServeFlags& f, server::OpenAiServer& srv, ModelRunner&
   }
   std::unique_ptr<Eagle3Head> head;
   if (so.scheduler.spec.algorithm == SpecAlgorithm::kEagle3) {
-    const RunnerOptions ro = ToRunnerOptions(f.engine);
-    auto h = Eagle3Head::Create(f.spec.draft_model, runner.model(), ro.load, runner.pool());
+    auto h = Eagle3Head::Create(f.spec.draft_model, runner.model(), eo.runner.load, runner.pool());
     if (!h.ok()) return std::move(h).TakeStatus().WithStage("load draft model");
     head = std::move(h).value();
     runner.SetCaptureLayers(head->aux_layers());
@@ -81,14 +81,15 @@ Status ServeOnRank0(const ServeFlags& f, server::OpenAiServer& srv, ModelRunner&
 int RunServe(ServeFlags& f) {
   server::ServerOptions& so = f.server;
   if (so.api_key.empty()) {
-    if (const char* k = std::getenv("SPECD_API_KEY"); k && *k) so.api_key = k;
+    if (auto k = GetEnv(EnvVar::kApiKey)) so.api_key = *k;
   }
   if (f.max_body_bytes <= 0) {
     LOG_ERROR("serve", "--max-body-bytes: must be > 0, got {}", f.max_body_bytes);
     return 2;
   }
   so.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
-  so.model_path = ToRunnerOptions(f.engine).model_path;
+  const ResolvedEngineOptions eo = ResolveEngineOptions(f.engine);
+  so.model_path = eo.runner.model_path;
   auto spec = ToSpecOptions(f.spec);
   if (!spec.ok()) {
     LogStatus(spec.status());
@@ -105,14 +106,14 @@ int RunServe(ServeFlags& f) {
     return srv->Start();
   };
   job.rank0_main = [&](ModelRunner& runner, Engine& engine) {
-    Status s = ServeOnRank0(f, *srv, runner, engine);
+    Status s = ServeOnRank0(f, eo, *srv, runner, engine);
     srv.reset();
     return s;
   };
   // Rank 0 shuts down gracefully (the grace period, then cancellation) and
   // then releases the other ranks.
   job.rank0_stop_s = std::max(0.0, so.shutdown_grace_s) + 10;
-  return RunOnRanks(f.engine, f.launch, job);
+  return RunOnRanks(eo, f.launch, job);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "base/env.h"
 #include "kernels/dispatch.h"
 #include "kernels/read_calibration.h"
 
@@ -94,15 +95,19 @@ StatusOr<SpecOptions> ToSpecOptions(const SpecFlags& f) {
   return o;
 }
 
-std::string ResolveModelPath(const EngineFlags& f) {
-  if (!f.model.empty()) return f.model;
-  if (const char* env = std::getenv("SPECD_MODEL"); env && *env) return env;
+std::string ResolveModelPath(const std::string& model_flag, bool* is_default) {
+  if (is_default != nullptr) *is_default = false;
+  if (!model_flag.empty()) return model_flag;
+  if (auto env = GetEnv(EnvVar::kModel)) return *env;
+  if (is_default != nullptr) *is_default = true;
   return SPECD_DEFAULT_MODEL;
 }
 
-RunnerOptions ToRunnerOptions(const EngineFlags& f) {
-  RunnerOptions o;
-  o.model_path = ResolveModelPath(f);
+ResolvedEngineOptions ResolveEngineOptions(const EngineFlags& f) {
+  ResolvedEngineOptions r;
+  r.tp = f.tp;
+  RunnerOptions& o = r.runner;
+  o.model_path = ResolveModelPath(f.model, &r.default_model);
   o.load.use_mmap = f.mmap && !f.no_mmap;
   o.load.populate = o.load.use_mmap;
   if (!f.quantize.empty()) o.load.quantize = f.quantize == "q4_0" ? DType::kQ4_0 : DType::kQ8_0;
@@ -120,7 +125,7 @@ RunnerOptions ToRunnerOptions(const EngineFlags& f) {
   o.amx = !f.no_amx;
   o.matmul_split =
       f.matmul_split == "static" ? kernels::MatMulSplit::kStatic : kernels::MatMulSplit::kDynamic;
-  return o;
+  return r;
 }
 
 }  // namespace specd::app

@@ -38,9 +38,18 @@ struct SpecFlags {
 void AddEngineFlags(CLI::App* sub, EngineFlags* f);
 void AddSpecFlags(CLI::App* sub, SpecFlags* f);
 StatusOr<SpecOptions> ToSpecOptions(const SpecFlags& f);
-// The model path: --model, else $SPECD_MODEL, else the embedded demo model.
-std::string ResolveModelPath(const EngineFlags& f);
+// The model path: `model_flag` (--model), else $SPECD_MODEL, else the
+// embedded demo model (*is_default true). The one place SPECD_MODEL is read.
+std::string ResolveModelPath(const std::string& model_flag, bool* is_default = nullptr);
+
+// The engine flags and environment resolved once per process (by the
+// subcommand, before launching ranks) and passed down to every rank.
+struct ResolvedEngineOptions {
+  RunnerOptions runner;
+  int tp = 1;
+  bool default_model = false;  // neither --model nor $SPECD_MODEL: the embedded demo model
+};
 // REQUIRES: f.quantize is "", "q8_0" or "q4_0" (the flag's check enforces it).
-RunnerOptions ToRunnerOptions(const EngineFlags& f);
+ResolvedEngineOptions ResolveEngineOptions(const EngineFlags& f);
 
 }  // namespace specd::app

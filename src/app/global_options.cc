@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "app/commands.h"
+#include "base/env.h"
 #include "base/logging.h"
 
 namespace specd::app {
@@ -14,7 +15,7 @@ void AddGlobalOptions(CLI::App& root) {
             SetLogFormat(*f);
           },
           "Log lines as 'text' (default) or 'json' (one JSON object per line)")
-      ->envname("SPECD_LOG_FORMAT");
+      ->envname(EnvName(EnvVar::kLogFormat));
   root.add_option_function<std::string>(
           "--log-level",
           [](const std::string& v) {
@@ -23,7 +24,7 @@ void AddGlobalOptions(CLI::App& root) {
             SetLogLevel(*l);
           },
           "debug|info|warn|error (default info)")
-      ->envname("SPECD_LOG_LEVEL");
+      ->envname(EnvName(EnvVar::kLogLevel));
   root.set_version_flag("--version", "specd 0.1.0");
 }
 

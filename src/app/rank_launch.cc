@@ -51,7 +51,7 @@ int LocalRank(int rank, const std::string& comm) {
 }
 
 // Loads this rank's shard, then either drives (rank 0) or follows.
-Status RankBody(Communicator* comm, const EngineFlags& ef, const LaunchFlags& lf,
+Status RankBody(Communicator* comm, const ResolvedEngineOptions& ef, const LaunchFlags& lf,
                 const std::vector<std::vector<int>>& cpus, const RankJob& job,
                 RankReporter* reporter) {
   ASSIGN_OR_RETURN(AllreduceAlgo algo, ParseAllreduceAlgo(lf.allreduce_algo));
@@ -67,7 +67,7 @@ Status RankBody(Communicator* comm, const EngineFlags& ef, const LaunchFlags& lf
     LOG_INFO("launch", "rank {} pinned to CPUs {}", comm->rank(), launch::FormatCpuList(cpus[local]));
   }
   if (comm->rank() == 0 && job.rank0_prepare) RETURN_IF_ERROR(job.rank0_prepare());
-  ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(ToRunnerOptions(ef), comm));
+  ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(ef.runner, comm));
   RETURN_IF_ERROR(comm->Barrier().WithStage("wait for ranks ready"));
   if (reporter) reporter->Ready();
   LOG_INFO("launch", "rank {} ready (pid {})", comm->rank(), static_cast<int>(::getpid()));
@@ -80,14 +80,14 @@ Status RankBody(Communicator* comm, const EngineFlags& ef, const LaunchFlags& lf
 
 }  // namespace
 
-int RunOnRanks(const EngineFlags& ef, const LaunchFlags& lf,
+int RunOnRanks(const ResolvedEngineOptions& ef, const LaunchFlags& lf,
                const std::function<Status(ModelRunner&, Engine&)>& rank0_main) {
   RankJob job;
   job.rank0_main = rank0_main;
   return RunOnRanks(ef, lf, job);
 }
 
-int RunOnRanks(const EngineFlags& ef, const LaunchFlags& lf, const RankJob& job) {
+int RunOnRanks(const ResolvedEngineOptions& ef, const LaunchFlags& lf, const RankJob& job) {
   if (lf.comm != "shm" && lf.comm != "mpi") {
     LOG_ERROR("launch", "--comm: expected 'shm' or 'mpi', got '{}'", lf.comm);
     return 2;
@@ -96,7 +96,7 @@ int RunOnRanks(const EngineFlags& ef, const LaunchFlags& lf, const RankJob& job)
     LOG_ERROR("launch", "--tp: expected a number of ranks >= 1, got {}", ef.tp);
     return 2;
   }
-  const int threads = ToRunnerOptions(ef).threads;
+  const int threads = ef.runner.threads;
   std::vector<std::vector<int>> cpus;
   auto plan_for = [&](int world) -> bool {
     auto p = launch::PlanCpuBinding(lf.cpu_bind, world, threads, launch::AllowedCpus());

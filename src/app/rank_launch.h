@@ -38,8 +38,10 @@ struct RankJob {
 // Returns the process exit code: 0 on success; 1 on a failure (report on
 // stderr); 2 on bad launch flags; with --tp N after SIGINT/SIGTERM, 0 when
 // every rank shut down cleanly, else 128 + the signal number.
-int RunOnRanks(const EngineFlags& engine_flags, const LaunchFlags& launch, const RankJob& job);
-int RunOnRanks(const EngineFlags& engine_flags, const LaunchFlags& launch,
+// `engine` is resolved once by the caller (ResolveEngineOptions) and shared by
+// every rank.
+int RunOnRanks(const ResolvedEngineOptions& engine, const LaunchFlags& launch, const RankJob& job);
+int RunOnRanks(const ResolvedEngineOptions& engine, const LaunchFlags& launch,
                const std::function<Status(ModelRunner& runner, Engine& engine)>& rank0_main);
 
 }  // namespace specd::app

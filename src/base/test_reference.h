@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "base/env.h"
+
 namespace specd::testing {
 
 // True when the environment variable CI is "true" or "1".
@@ -23,7 +25,7 @@ inline bool InCi() {
 // The interpreter of the reference environment: $SPECD_PYTHON, else the
 // checkout's .venv (made by scripts/setup-python.sh). "" if neither exists.
 inline std::string ReferencePython() {
-  if (const char* p = std::getenv("SPECD_PYTHON"); p != nullptr && *p != '\0') return p;
+  if (auto p = GetEnv(EnvVar::kPython)) return *p;
   const std::string venv = std::string(SPECD_SOURCE_DIR) + "/.venv/bin/python";
   return std::filesystem::exists(venv) ? venv : "";
 }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/env.h"
 #include "base/logging.h"
 
 namespace specd {
@@ -60,9 +61,9 @@ class FaultInjectingCommunicator final : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> NewFaultInjectingCommunicator(Communicator* inner) {
-  const char* v = std::getenv("SPECD_FAULT_KILL_RANK");
-  if (v == nullptr || *v == '\0') return nullptr;
-  const std::string s = v;
+  const std::optional<std::string> v = GetEnv(EnvVar::kFaultKillRank);
+  if (!v) return nullptr;
+  const std::string s = *v;
   const size_t colon = s.find(':');
   int rank = -1;
   long long at = 0;

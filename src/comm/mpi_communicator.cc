@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "comm/reduce_kernels.h"
 
@@ -268,7 +269,8 @@ MpiOptions MpiOptionsFromEnv() {
   MpiOptions o;
   o.shm = ShmOptionsFromEnv();
   o.algo = o.shm.algo;
-  if (const char* v = std::getenv("SPECD_MPI_FAKE_HOST_SIZE"); v != nullptr && *v != '\0') {
+  if (const auto env = GetEnv(EnvVar::kMpiFakeHostSize)) {
+    const char* v = env->c_str();
     int n = std::atoi(v);
     if (n > 0) {
       o.fake_host_size = n;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 
+#include "base/env.h"
 #include "base/logging.h"
 #include "comm/shm_communicator.h"
 #include "comm/shm_layout.h"
@@ -165,7 +166,8 @@ Status ShmRegion::Unlink() {
 
 ShmOptions ShmOptionsFromEnv() {
   ShmOptions o;
-  if (const char* v = std::getenv("SPECD_COMM_TIMEOUT_S"); v != nullptr && *v != '\0') {
+  if (const auto env = GetEnv(EnvVar::kCommTimeoutS)) {
+    const char* v = env->c_str();
     char* end = nullptr;
     double s = std::strtod(v, &end);
     if (end != v && *end == '\0' && s > 0) {
@@ -176,7 +178,8 @@ ShmOptions ShmOptionsFromEnv() {
                   "' is not a positive number of seconds: ignored (using 60)");
     }
   }
-  if (const char* v = std::getenv("SPECD_COMM_SPIN_US"); v != nullptr && *v != '\0') {
+  if (const auto env = GetEnv(EnvVar::kCommSpinUs)) {
+    const char* v = env->c_str();
     char* end = nullptr;
     double us = std::strtod(v, &end);
     if (end != v && *end == '\0' && us >= 0) {
@@ -187,8 +190,8 @@ ShmOptions ShmOptionsFromEnv() {
                   "' is not a number of microseconds >= 0: ignored (using 50)");
     }
   }
-  if (const char* v = std::getenv("SPECD_ALLREDUCE_ALGO"); v != nullptr && *v != '\0') {
-    auto a = ParseAllreduceAlgo(v);
+  if (const auto v = GetEnv(EnvVar::kAllreduceAlgo)) {
+    auto a = ParseAllreduceAlgo(*v);
     if (a.ok()) {
       o.algo = *a;
     } else {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/env.h"
 #include "base/logging.h"
 #include "kernels/cpu/bf16_amx.h"
 #include "kernels/cpu/bf16_avx512.h"
@@ -60,11 +61,11 @@ std::atomic<int> g_stream_prefetch{0};
 
 // SPECD_DETERMINISTIC=1 turns batch-invariant mode on (0 or unset: off).
 bool BatchInvariantFromEnv() {
-  const char* env = std::getenv("SPECD_DETERMINISTIC");
-  if (env == nullptr || *env == '\0' || std::string(env) == "0") return false;
-  if (std::string(env) == "1") return true;
+  const std::optional<std::string> env = GetEnv(EnvVar::kDeterministic);
+  if (!env || *env == "0") return false;
+  if (*env == "1") return true;
   LogOnce(LogLevel::kWarn, "specd-deterministic-env", "matmul",
-          std::string("SPECD_DETERMINISTIC='") + env + "' is not 0 or 1: ignored");
+          "SPECD_DETERMINISTIC='" + *env + "' is not 0 or 1: ignored");
   return false;
 }
 // -1: not read from the environment yet (read on first use, not during

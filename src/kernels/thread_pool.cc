@@ -14,6 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/env.h"
+#include "base/logging.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define SPECD_CPU_RELAX() _mm_pause()
@@ -44,11 +47,14 @@ void FutexWakeAll(std::atomic<uint32_t>* word) {
 // needs.
 int64_t DefaultSpinNanos() {
   static const int64_t ns = [] {
-    const char* env = std::getenv("SPECD_POOL_SPIN_US");
-    if (env != nullptr) {
+    if (const auto env = GetEnv(EnvVar::kPoolSpinUs)) {
+      const char* s = env->c_str();
       char* end = nullptr;
-      long v = std::strtol(env, &end, 10);
-      if (end != env && *end == '\0' && v >= 0 && v <= 100000) return static_cast<int64_t>(v) * 1000;
+      long v = std::strtol(s, &end, 10);
+      if (end != s && *end == '\0' && v >= 0 && v <= 100000) return static_cast<int64_t>(v) * 1000;
+      LogOnce(LogLevel::kWarn, "SPECD_POOL_SPIN_US", "thread pool",
+              "SPECD_POOL_SPIN_US='" + *env +
+                  "' is not an integer number of microseconds in 0..100000: ignored (using 50)");
     }
     return int64_t{50000};
   }();

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <iterator>
 
+#include "base/env.h"
 #include "base/logging.h"
 
 namespace specd {
@@ -101,9 +102,7 @@ AllreducePlan PlanAllreduce(std::string_view platform_key, int world_size, size_
 }
 
 std::string DetectPlatformKey() {
-  if (const char* env = std::getenv("SPECD_PLATFORM_KEY"); env != nullptr && *env != '\0') {
-    return env;
-  }
+  if (auto env = GetEnv(EnvVar::kPlatformKey)) return *env;
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 
+#include "base/env.h"
 #include "base/logging.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -372,11 +373,10 @@ KernelPaths ChooseKernelPaths(const CpuFeatures& cpu, std::string_view forced,
 
 const KernelPaths& GetKernelPaths() {
   static const KernelPaths paths = [] {
-    const char* env = std::getenv("SPECD_KERNEL_ISA");
+    const std::string env = GetEnv(EnvVar::kKernelIsa).value_or("");
     std::string warning;
-    const char* amx_env = std::getenv("SPECD_AMX");
-    KernelPaths p = ChooseKernelPaths(GetCpuFeatures(), env ? env : "", &warning,
-                                      amx_env ? amx_env : "");
+    const std::string amx_env = GetEnv(EnvVar::kAmx).value_or("");
+    KernelPaths p = ChooseKernelPaths(GetCpuFeatures(), env, &warning, amx_env);
     if (!warning.empty()) LOG_WARN(kStage, "{}", warning);
     std::string amx_error;
     if (p.amx_int8 && !RequestAmxTileData(&amx_error)) {

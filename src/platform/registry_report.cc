@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/env.h"
 #include "platform/capability_registry.h"
 
 namespace specd {
@@ -25,9 +26,8 @@ std::string Bytes(size_t b) {
 std::string DescribeCollectiveChoices() {
   const std::string key = DetectPlatformKey();
   std::string s = "collectives (shm allreduce, platform key " + key + "):\n";
-  const char* forced = std::getenv("SPECD_ALLREDUCE_ALGO");
-  if (forced != nullptr && *forced != '\0') {
-    s += std::string("  forced by SPECD_ALLREDUCE_ALGO=") + forced +
+  if (const auto forced = GetEnv(EnvVar::kAllreduceAlgo)) {
+    s += "  forced by SPECD_ALLREDUCE_ALGO=" + *forced +
          " (table below applies only to 'auto')\n";
   }
   for (int world : {2, 4, 8}) {
