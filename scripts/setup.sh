@@ -6,7 +6,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential g++ cmake ninja-build pkg-config git
+  build-essential g++ clang cmake ninja-build pkg-config git
   libhwy-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libfmt-dev libspdlog-dev
   libutf8proc-dev libpcre2-dev
   libopenmpi-dev openmpi-bin

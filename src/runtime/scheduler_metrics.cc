@@ -9,7 +9,7 @@ Histogram::Histogram(std::vector<double> upper_bounds)
 
 void Histogram::Observe(double v) {
   const size_t b = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   counts_[b]++;
   count_++;
   sum_ += v;
@@ -18,7 +18,7 @@ void Histogram::Observe(double v) {
 Histogram::Snapshot Histogram::Get() const {
   Snapshot s;
   s.upper_bounds = bounds_;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t acc = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     acc += counts_[i];
@@ -34,6 +34,7 @@ SchedulerMetrics::SchedulerMetrics()
             20.0, 40.0, 80.0}),
       itl({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
            1.0, 2.5}),
-      accept_length({1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32}) {}
+      accept_length({1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32}),
+      draft_depth({0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16}) {}
 
 }  // namespace specd

@@ -4,8 +4,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <vector>
+
+#include "base/thread_annotations.h"
 
 namespace specd {
 
@@ -13,7 +14,7 @@ namespace specd {
 class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
-  void Observe(double v);
+  void Observe(double v) EXCLUDES(mu_);
 
   struct Snapshot {
     std::vector<double> upper_bounds;
@@ -21,14 +22,14 @@ class Histogram {
     uint64_t count = 0;                // all observations (the +Inf bucket)
     double sum = 0;
   };
-  Snapshot Get() const;
+  Snapshot Get() const EXCLUDES(mu_);
 
  private:
   const std::vector<double> bounds_;
-  mutable std::mutex mu_;
-  std::vector<uint64_t> counts_;  // GUARDED_BY(mu_): per bucket, not cumulative
-  uint64_t count_ = 0;            // GUARDED_BY(mu_)
-  double sum_ = 0;                // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<uint64_t> counts_ GUARDED_BY(mu_);  // per bucket, not cumulative
+  uint64_t count_ GUARDED_BY(mu_) = 0;
+  double sum_ GUARDED_BY(mu_) = 0;
 };
 
 struct SchedulerMetrics {
@@ -53,6 +54,11 @@ struct SchedulerMetrics {
   Histogram itl;
   // Tokens committed per verify step of one sequence (speculation only).
   Histogram accept_length;
+  // Auto-shaped speculation: the draft depth chosen per sequence and step
+  // (0: a plain step), and the cost model's predicted speedup over plain
+  // decoding for the last step.
+  Histogram draft_depth;
+  std::atomic<double> predicted_speedup{0};
 };
 
 }  // namespace specd

@@ -5,11 +5,15 @@
 namespace specd {
 
 bool RequestStream::Next(OutputDelta* out, double timeout_s) {
-  std::unique_lock<std::mutex> lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(timeout_s));
+  MutexLock lock(&mu_);
   if (done_) return false;
-  if (!has_pending_) {
-    cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return has_pending_; });
-    if (!has_pending_) return false;
+  // Written out instead of a predicate lambda, which the thread-safety
+  // analysis would check as a function that does not hold mu_.
+  while (!has_pending_) {
+    if (cv_.wait_until(mu_, deadline) == std::cv_status::timeout && !has_pending_) return false;
   }
   *out = std::move(pending_);
   pending_ = OutputDelta();
@@ -20,7 +24,7 @@ bool RequestStream::Next(OutputDelta* out, double timeout_s) {
 
 void RequestStream::Push(const OutputDelta& d) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (pending_.finished) return;  // nothing follows the end
     pending_.text += d.text;
     pending_.token_ids.insert(pending_.token_ids.end(), d.token_ids.begin(), d.token_ids.end());

@@ -9,11 +9,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "base/thread_annotations.h"
 #include "sampling/sampler.h"
 
 namespace specd {
@@ -61,24 +61,24 @@ class RequestStream {
 
   // Client side. Waits up to `timeout_s` for new output; false if nothing
   // arrived. After a delta with finished = true, returns false forever.
-  bool Next(OutputDelta* out, double timeout_s);
+  bool Next(OutputDelta* out, double timeout_s) EXCLUDES(mu_);
   // Asks the engine loop to drop the request at the next step boundary
   // (its KV pages are freed then); the stream then finishes "cancelled".
   void Cancel() { cancelled_.store(true, std::memory_order_relaxed); }
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
 
   // Engine side. Appends to the pending delta and wakes the client.
-  void Push(const OutputDelta& d);
+  void Push(const OutputDelta& d) EXCLUDES(mu_);
   int prompt_tokens() const { return prompt_tokens_; }
 
  private:
   const int prompt_tokens_;
   std::atomic<bool> cancelled_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  OutputDelta pending_;     // GUARDED_BY(mu_)
-  bool has_pending_ = false;  // GUARDED_BY(mu_)
-  bool done_ = false;         // GUARDED_BY(mu_): the finished delta was taken
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  OutputDelta pending_ GUARDED_BY(mu_);
+  bool has_pending_ GUARDED_BY(mu_) = false;
+  bool done_ GUARDED_BY(mu_) = false;  // the finished delta was taken
 };
 
 }  // namespace specd

@@ -5,12 +5,12 @@
 namespace specd::server {
 
 void RequestCounter::Add(int status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   by_status_[status]++;
 }
 
 std::map<int, int64_t> RequestCounter::Get() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return by_status_;
 }
 
@@ -82,6 +82,12 @@ std::string RenderMetrics(const RequestCounter& requests, const SchedulerMetrics
   Scalar(&out, "specd_spec_accept_length_mean", "gauge",
          "Mean tokens committed per speculative verify step.",
          a.count > 0 ? a.sum / static_cast<double>(a.count) : 0.0);
+  Hist(&out, "specd_spec_draft_depth",
+       "Draft depth the cost model chose per sequence and step (0: a plain step).",
+       m->draft_depth);
+  Scalar(&out, "specd_spec_predicted_speedup", "gauge",
+         "The cost model's predicted speedup over plain decoding for the last step.",
+         m->predicted_speedup.load());
   Scalar(&out, "specd_allreduce_seconds_total", "counter",
          "Seconds rank 0 spent inside collectives (Communicator::comm_seconds).",
          m->comm_seconds.load());

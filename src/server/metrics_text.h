@@ -3,9 +3,9 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 
+#include "base/thread_annotations.h"
 #include "runtime/scheduler_metrics.h"
 
 namespace specd::server {
@@ -13,12 +13,12 @@ namespace specd::server {
 // HTTP responses by status code. Thread-safe.
 class RequestCounter {
  public:
-  void Add(int status);
-  std::map<int, int64_t> Get() const;
+  void Add(int status) EXCLUDES(mu_);
+  std::map<int, int64_t> Get() const EXCLUDES(mu_);
 
  private:
-  mutable std::mutex mu_;
-  std::map<int, int64_t> by_status_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<int, int64_t> by_status_ GUARDED_BY(mu_);
 };
 
 // Renders every specd_* metric. `sched` may be null (model still loading):

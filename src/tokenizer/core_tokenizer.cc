@@ -1,9 +1,9 @@
 #include "tokenizer/core_tokenizer.h"
 
 #include <algorithm>
-#include <mutex>
 #include <unordered_map>
 
+#include "base/thread_annotations.h"
 #include "tokenizer/utf8.h"
 
 namespace specd::tok {
@@ -108,14 +108,14 @@ class CoreTokenizer final : public Tokenizer {
   static constexpr size_t kMaxCachedWord = 64;
   static constexpr size_t kMaxCacheEntries = size_t{1} << 18;
 
-  void EncodeWord(const std::string& word, std::vector<int32_t>* out) const {
+  void EncodeWord(const std::string& word, std::vector<int32_t>* out) const EXCLUDES(cache_mu_) {
     if (word.empty()) return;
     if (word.size() > kMaxCachedWord) {
       spec_.model->Encode(word, out);
       return;
     }
     {
-      std::lock_guard<std::mutex> lock(cache_mu_);
+      MutexLock lock(&cache_mu_);
       auto it = cache_.find(word);
       if (it != cache_.end()) {
         out->insert(out->end(), it->second.begin(), it->second.end());
@@ -125,15 +125,15 @@ class CoreTokenizer final : public Tokenizer {
     const size_t before = out->size();
     spec_.model->Encode(word, out);
     std::vector<int32_t> ids(out->begin() + static_cast<std::ptrdiff_t>(before), out->end());
-    std::lock_guard<std::mutex> lock(cache_mu_);
+    MutexLock lock(&cache_mu_);
     if (cache_.size() >= kMaxCacheEntries) cache_.clear();
     cache_.emplace(word, std::move(ids));
   }
 
   TokenizerSpec spec_;
   std::vector<int> by_first_byte_[256];  // indices into spec_.added
-  mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;  // GUARDED_BY(cache_mu_)
+  mutable Mutex cache_mu_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_ GUARDED_BY(cache_mu_);
 };
 
 }  // namespace
