@@ -62,7 +62,7 @@ TEST_P(GoldenTest, GreedyIdsAndFirstLogitsMatchReference) {
     req.prompt = prompt;
     req.max_tokens = static_cast<int>(want.size());
     GenerateResult res;
-    ASSERT_TRUE(GeneratePlain(engine, req, [](int32_t) { return true; }, &res).ok());
+    ASSERT_TRUE(Generate(engine, req, [](int32_t) { return true; }, &res).ok());
     EXPECT_EQ(res.tokens, want);
     EXPECT_EQ(engine.kv().used_pages(), 0) << "KV pages leaked";
   }

@@ -12,7 +12,8 @@
 #include "comm/communicator.h"
 #include "modelgen/fixture.h"
 #include "modelgen/safetensors_writer.h"
-#include "runtime/spec_generate.h"
+#include "runtime/generate.h"
+#include "runtime/reference_decode.h"
 #include "test_util.h"
 
 namespace specd {
@@ -92,9 +93,12 @@ class SpecTest : public ::testing::Test {
     so.algorithm = algo;
     so.tree.topk = topk;
     GenerateResult res;
-    Status s = GenerateSpeculative(*engine_, head, so, req, [](int32_t) { return true; }, &res);
+    Status s = Generate(*engine_, req, [](int32_t) { return true; }, &res, so, head);
     EXPECT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(engine_->kv().used_pages(), 0) << "KV pages leaked";
+    if (algo == SpecAlgorithm::kNone && req.stop_ids.empty() && req.sampling.temperature == 0) {
+      EXPECT_EQ(res.tokens, ReferenceDecode(*engine_, req.prompt, req.max_tokens));
+    }
     if (res_out) *res_out = res;
     return res.tokens;
   }
@@ -241,7 +245,7 @@ TEST_F(SpecTest, QuantizedNgramGreedyEqualsPlainGreedy) {
           SpecOptions so;
           so.algorithm = algo;
           GenerateResult res;
-          Status st = GenerateSpeculative(engine, nullptr, so, req, [](int32_t) { return true; }, &res);
+          Status st = Generate(engine, req, [](int32_t) { return true; }, &res, so);
           ASSERT_TRUE(st.ok()) << st.ToString();
           (algo == SpecAlgorithm::kNone ? plain : spec) = res.tokens;
           for (size_t i = 1; i < res.stats.accept_hist.size(); ++i) accepted_steps += res.stats.accept_hist[i];

@@ -223,6 +223,8 @@ Status RunBench(const BenchFlags& f) {
                     {"weight_bytes", st.value("weight_bytes", uint64_t{0})},
                     {"threads", st.value("threads", 0)}};
         if (st.contains("accept_length_mean")) run["accept_length_mean"] = st["accept_length_mean"];
+        for (const char* k : {"draft_depth_hist", "predicted_speedup"})
+          if (st.contains(k)) run[k] = st[k];
         if (r->contains("profile")) run["profile"] = (*r)["profile"];
         if (r->contains("forward_cost")) run["forward_cost"] = (*r)["forward_cost"];
         tokens += st["n_generated"].get<double>() - 1;

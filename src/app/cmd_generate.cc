@@ -13,11 +13,11 @@
 #include "app/commands.h"
 #include "app/engine_flags.h"
 #include "app/rank_launch.h"
+#include "app/step_cost_cache.h"
 #include "base/clock.h"
 #include "base/logging.h"
 #include "kernels/dispatch.h"
 #include "runtime/generate.h"
-#include "runtime/spec_generate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specd::app {
@@ -105,7 +105,7 @@ StatusOr<std::vector<double>> MeasureForwardCost(Engine& engine, OpProfile* prof
         return st;
       }
       if (it > 0) runs.push_back(run_ms);
-      engine.Truncate(seq, base);
+      RETURN_IF_ERROR(engine.Apply(KvEdit::Truncate(seq, base)));
     }
     if (profiles != nullptr) profiles->push_back(*profiler);
     std::sort(runs.begin(), runs.end());
@@ -153,11 +153,13 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo, Mode
     head = std::move(h).value();
     runner->SetCaptureLayers(head->aux_layers());
   }
+  RETURN_IF_ERROR(PrepareStepCosts(engine, head.get(), spec, ro, eo.tp, f.spec.draft_model)
+                      .WithStage("step costs"));
   // Plain greedy/sampled decoding of the same request first, for the speedup.
   double baseline_tok_s = 0;
   if (f.baseline && spec.algorithm != SpecAlgorithm::kNone) {
     GenerateResult base;
-    RETURN_IF_ERROR(GeneratePlain(engine, req, [](int32_t) { return true; }, &base)
+    RETURN_IF_ERROR(Generate(engine, req, [](int32_t) { return true; }, &base)
                         .WithStage("baseline generate"));
     baseline_tok_s = base.stats.decode_tok_s();
   }
@@ -165,14 +167,14 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo, Mode
   runner->profile().Reset();
   runner->profile().set_enabled(f.profile);
   GenerateResult res;
-  Status s = GenerateSpeculative(engine, head.get(), spec, req, [&](int32_t id) {
+  Status s = Generate(engine, req, [&](int32_t id) {
     if (stream) {
       std::string piece = stream->Push(id);
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     }
     return true;
-  }, &res);
+  }, &res, spec, head.get());
   RETURN_IF_ERROR(s.WithStage("generate"));
   const GenerateStats& st = res.stats;
   runner->profile().set_enabled(false);
@@ -211,6 +213,13 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo, Mode
       j["stats"]["target_forwards"] = st.target_forwards;
       j["stats"]["draft_s"] = st.draft_s;
       j["stats"]["verify_s"] = st.verify_s;
+      // Auto shape: steps per chosen chain depth (0: plain) and the cost
+      // model's mean predicted speedup (compare with "speedup" under --baseline).
+      j["stats"]["auto_shape"] = spec.auto_shape;
+      if (spec.auto_shape) {
+        j["stats"]["draft_depth_hist"] = st.depth_hist;
+        j["stats"]["predicted_speedup"] = st.predicted_speedup_mean();
+      }
     }
     if (baseline_tok_s > 0) {
       j["stats"]["baseline_decode_tok_s"] = baseline_tok_s;
@@ -249,9 +258,18 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo, Mode
       if (baseline_tok_s > 0)
         std::fprintf(stderr, " | plain decoding %.1f tok/s, speedup %.2fx", baseline_tok_s,
                      st.decode_tok_s() / baseline_tok_s);
-      std::fprintf(stderr, " | draft %.0f%%, verify %.0f%% of decode time]\n",
+      std::fprintf(stderr, " | draft %.0f%%, verify %.0f%% of decode time",
                    100 * st.draft_s / std::max(1e-9, st.decode_s),
                    100 * st.verify_s / std::max(1e-9, st.decode_s));
+      if (spec.auto_shape) {
+        std::string depths;
+        for (size_t d = 0; d < st.depth_hist.size(); ++d)
+          if (st.depth_hist[d] > 0)
+            depths += fmt::format("{}{}:{}", depths.empty() ? "" : " ", d, st.depth_hist[d]);
+        std::fprintf(stderr, " | auto shape, steps by depth {%s}, predicted speedup %.2fx",
+                     depths.c_str(), st.predicted_speedup_mean());
+      }
+      std::fprintf(stderr, "]\n");
     }
   }
   if (f.profile) std::fputs(runner->profile().FormatTable().c_str(), stderr);

@@ -11,6 +11,7 @@
 #include "app/commands.h"
 #include "app/engine_flags.h"
 #include "app/rank_launch.h"
+#include "app/step_cost_cache.h"
 #include "base/env.h"
 #include "base/logging.h"
 #include "server/http_server.h"
@@ -61,7 +62,10 @@ Status ServeOnRank0(const ServeFlags& f, const ResolvedEngineOptions& eo,
     head = std::move(h).value();
     runner.SetCaptureLayers(head->aux_layers());
   }
-  Status s = srv.Attach(&engine, tok.get(), head.get());
+  Status s = PrepareStepCosts(engine, head.get(), so.scheduler.spec, eo.runner, eo.tp,
+                              f.spec.draft_model)
+                 .WithStage("step costs");
+  if (s.ok()) s = srv.Attach(&engine, tok.get(), head.get());
   if (!s.ok()) {
     srv.Shutdown();
     return s;

@@ -78,17 +78,32 @@ void AddSpecFlags(CLI::App* sub, SpecFlags* f) {
   sub->add_option(
       "--draft-model", f->draft_model,
       "EAGLE-3 draft head folder (config.json with LlamaForCausalLMEagle3 + safetensors)");
-  sub->add_option("--speculative-num-steps", f->tree.num_steps, "Draft tree depth (default 5)");
-  sub->add_option("--speculative-eagle-topk", f->tree.topk,
-                  "Children expanded per node; 1 drafts a chain (default 4)");
-  sub->add_option("--speculative-num-draft-tokens", f->tree.num_draft_tokens,
-                  "Tree nodes verified per step, root included (default 8)");
+  sub->add_option("--speculative-num-steps", f->num_steps,
+                  "Draft tree depth, or auto (default): each step the cost model picks the "
+                  "chain depth (0 = a plain step) that maximises expected tokens/s from the "
+                  "forward times measured at start and this sequence's acceptance so far. A "
+                  "number (or --speculative-eagle-topk / --speculative-num-draft-tokens) fixes "
+                  "the shape for A/B runs (then default depth 5)");
+  sub->add_option("--speculative-eagle-topk", f->topk,
+                  "Fixed shape: children expanded per node; 1 drafts a chain (default 4)");
+  sub->add_option("--speculative-num-draft-tokens", f->num_draft_tokens,
+                  "Fixed shape: tree nodes verified per step, root included (default 8)");
 }
 
 StatusOr<SpecOptions> ToSpecOptions(const SpecFlags& f) {
   SpecOptions o;
   ASSIGN_OR_RETURN(o.algorithm, ParseSpecAlgorithm(f.algorithm));
-  o.tree = f.tree;
+  o.auto_shape = f.num_steps == "auto" && f.topk == 0 && f.num_draft_tokens == 0;
+  if (f.num_steps != "auto") {
+    char* end = nullptr;
+    const long v = std::strtol(f.num_steps.c_str(), &end, 10);
+    if (f.num_steps.empty() || *end != '\0' || v < 1 || v > 64)
+      return InvalidArgumentError("--speculative-num-steps: expected auto or a depth in [1, 64], "
+                                  "got '" + f.num_steps + "'");
+    o.tree.num_steps = static_cast<int>(v);
+  }
+  if (f.topk != 0) o.tree.topk = f.topk;
+  if (f.num_draft_tokens != 0) o.tree.num_draft_tokens = f.num_draft_tokens;
   RETURN_IF_ERROR(o.tree.Validate());
   if (o.algorithm == SpecAlgorithm::kEagle3 && f.draft_model.empty())
     return InvalidArgumentError("--speculative-algorithm EAGLE3 needs --draft-model PATH");

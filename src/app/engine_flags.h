@@ -5,7 +5,7 @@
 #include <string>
 
 #include "runtime/model_runner.h"
-#include "runtime/spec_generate.h"
+#include "spec/spec_options.h"
 
 namespace specd::app {
 
@@ -32,7 +32,11 @@ struct EngineFlags {
 struct SpecFlags {
   std::string algorithm = "NONE";
   std::string draft_model;
-  TreeParams tree;
+  // "auto" (the cost model chooses each step's draft) or a tree depth. Any
+  // explicit shape flag fixes the shape; 0 marks topk / draft tokens unset.
+  std::string num_steps = "auto";
+  int topk = 0;
+  int num_draft_tokens = 0;
 };
 
 void AddEngineFlags(CLI::App* sub, EngineFlags* f);

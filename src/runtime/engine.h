@@ -1,9 +1,10 @@
 // Rank 0's view of the engine: it owns the decisions (sequences, batches,
 // sampling) and drives every rank through step descriptors.
 //
-// KV-cache mutations (new/free/truncate/move) are applied to rank 0's cache at
-// once and queued; the next Forward ships them to the other ranks ahead of its
-// batch, so all caches see the same operations in the same order.
+// KV-cache edits (model/kv_edit.h) are applied to rank 0's cache at once and
+// queued; the next Forward ships them to the other ranks ahead of its batch,
+// where ModelRunner::Execute applies them with the same function, so all
+// caches see the same edits in the same order.
 // Not thread-safe: one engine loop thread calls it.
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "runtime/model_runner.h"
+#include "spec/draft_cost.h"
 
 namespace specd {
 
@@ -27,8 +29,9 @@ class Engine {
 
   int NewSequence();
   void FreeSequence(int seq);
-  void Truncate(int seq, int length);
-  void MoveSlot(int seq, int src, int dst);
+  // Applies `edit` here and queues it for the other ranks; an edit that does
+  // not fit rank 0's cache is refused here (and never shipped).
+  Status Apply(KvEdit edit);
 
   // One step on every rank: publishes queued KV ops + batch, runs locally.
   Status Forward(const std::vector<SeqInput>& batch, bool capture_aux, ForwardOutput* out);
@@ -40,10 +43,28 @@ class Engine {
   // Tells the other ranks to leave their worker loops (idempotent).
   Status Shutdown();
 
+  // What a step costs on this machine (runtime/step_costs.h), measured once
+  // per engine for the draft-shape choice; null until set. step_costs()
+  // follows the forward times observed since (StepCosts::Observe);
+  // initial_step_costs() stays as set, for choices that must not depend on
+  // timing (sampled requests, whose seed must reproduce their text).
+  const StepCosts* step_costs() const { return has_step_costs_ ? &step_costs_ : nullptr; }
+  StepCosts* mutable_step_costs() { return has_step_costs_ ? &step_costs_ : nullptr; }
+  const StepCosts* initial_step_costs() const {
+    return has_step_costs_ ? &initial_step_costs_ : nullptr;
+  }
+  void set_step_costs(StepCosts costs) {
+    initial_step_costs_ = costs;
+    step_costs_ = std::move(costs);
+    has_step_costs_ = true;
+  }
+
  private:
   ModelRunner* runner_;
-  std::vector<KvOp> pending_;
+  std::vector<KvEdit> pending_;
   bool shut_down_ = false;
+  StepCosts step_costs_, initial_step_costs_;
+  bool has_step_costs_ = false;
 };
 
 // A sequence that is freed (its KV pages returned) when the guard goes out of

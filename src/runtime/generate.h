@@ -1,5 +1,6 @@
-// Single-sequence generation on rank 0: prefill, then decode (plain or
-// speculative), with stop conditions and statistics.
+// One request run to completion on the caller's thread (generate, bench and
+// tests): the same Scheduler and Sequence code that serve runs, with a batch
+// of one and the whole prompt in one prefill step.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,10 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "runtime/scheduler_request.h"
 #include "sampling/sampler.h"
+#include "spec/eagle3_head.h"
+#include "spec/spec_options.h"
 
 namespace specd {
 
@@ -19,43 +23,24 @@ struct GenerateRequest {
   std::vector<int32_t> stop_ids;  // generation ends after emitting one of these
 };
 
-struct GenerateStats {
-  int n_prompt = 0;
-  int n_generated = 0;
-  double prefill_s = 0;
-  double decode_s = 0;        // from the first generated token to the last
-  int target_forwards = 0;    // decode-phase forward passes of the target
-  size_t weight_bytes = 0;    // weight bytes one target forward reads (this rank)
-  double comm_s = 0;          // time inside collectives during decode
-  // Speculative decoding only.
-  double draft_s = 0, verify_s = 0;
-  std::vector<int> accept_hist;  // accept_hist[i]: steps that committed i+1 tokens
-
-  double prefill_tok_s() const { return prefill_s > 0 ? n_prompt / prefill_s : 0; }
-  // Tokens after the first (which comes from prefill) per decode second.
-  double decode_tok_s() const {
-    return decode_s > 0 && n_generated > 1 ? (n_generated - 1) / decode_s : 0;
-  }
-  double decode_gb_s() const {
-    return decode_s > 0 ? static_cast<double>(weight_bytes) * target_forwards / decode_s / 1e9 : 0;
-  }
-  double accept_length_mean() const;
-};
+using GenerateStats = SequenceStats;
 
 struct GenerateResult {
   std::vector<int32_t> tokens;
-  std::string finish_reason;  // "stop" | "length" | "cancelled"
+  std::string finish_reason;  // "stop" | "length" | "cancelled" | "error"
   GenerateStats stats;
 };
 
 // Called with each new token as soon as it is decided; return false to stop.
 using TokenCallback = std::function<bool(int32_t)>;
 
-// Validates the request against the model: empty prompt, token ids out of
-// range, prompt + max_tokens over the context length, bad sampling values.
-Status ValidateRequest(const ModelConfig& config, const GenerateRequest& req);
-
-Status GeneratePlain(Engine& engine, const GenerateRequest& req, const TokenCallback& on_token,
-                     GenerateResult* result);
+// Runs `req` with plain decoding (spec.algorithm == kNone) or speculative
+// decoding (head required for EAGLE3, with the runner capturing
+// head->aux_layers()). InvalidArgument / OutOfRange: the request does not fit
+// the model (the message names the field); an engine error is returned as is
+// (result holds what was generated before it).
+Status Generate(Engine& engine, const GenerateRequest& req, const TokenCallback& on_token,
+                GenerateResult* result, const SpecOptions& spec = {},
+                Eagle3Head* head = nullptr);
 
 }  // namespace specd

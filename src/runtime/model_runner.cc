@@ -56,25 +56,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
 }
 
 Status ModelRunner::Execute(const StepDesc& desc, ForwardOutput* out) {
-  for (const KvOp& op : desc.kv_ops) {
-    switch (op.kind) {
-      case KvOp::kNew: {
-        int id = kv_->NewSequence();
-        if (id != op.a)
-          return InternalError(fmt::format("KV sequence id {} differs from rank 0's {}", id, op.a));
-        break;
-      }
-      case KvOp::kFree:
-        if (kv_->IsLive(op.seq)) kv_->FreeSequence(op.seq);
-        break;
-      case KvOp::kTruncate:
-        kv_->Truncate(op.seq, op.a);
-        break;
-      case KvOp::kMove:
-        kv_->MoveSlot(op.seq, op.a, op.b);
-        break;
-    }
-  }
+  for (const KvEdit& e : desc.kv_edits) RETURN_IF_ERROR(ApplyKvEdit(kv_.get(), e));
   if (desc.batch.empty()) return Status::Ok();
   for (const SeqInput& s : desc.batch) {
     if (!kv_->IsLive(s.seq))

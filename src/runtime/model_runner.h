@@ -44,7 +44,7 @@ class ModelRunner {
   static StatusOr<std::unique_ptr<ModelRunner>> Create(const RunnerOptions& options,
                                                        Communicator* comm);
 
-  // Applies desc.kv_ops, then runs the forward pass if desc.batch is not empty.
+  // Applies desc.kv_edits (ApplyKvEdit, as rank 0 did), then runs the forward pass if desc.batch is not empty.
   Status Execute(const StepDesc& desc, ForwardOutput* out);
 
   // Layers whose input hidden states a step with capture_aux returns (EAGLE-3).

@@ -3,12 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "base/clock.h"
 #include "base/logging.h"
-#include "runtime/scheduler_stop.h"
-#include "runtime/spec_batch.h"
+#include "base/op_profile.h"
+#include "runtime/step_costs.h"
 
 namespace specd {
 namespace {
@@ -18,55 +17,7 @@ constexpr int kMaxLogprobs = 20;
 // (Engine::Heartbeat): well inside the communicator's deadline (60 s).
 constexpr std::chrono::milliseconds kHeartbeatPeriod{1000};
 
-// log_softmax(logits)[id] and the top `k` entries, under the raw distribution.
-TokenLogprob ComputeLogprob(const float* logits, int V, int32_t id, int k) {
-  float mx = logits[0];
-  for (int i = 1; i < V; ++i) mx = std::max(mx, logits[i]);
-  double sum = 0;
-  for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
-  const float log_z = mx + static_cast<float>(std::log(sum));
-  TokenLogprob lp;
-  lp.id = id;
-  lp.logprob = logits[id] - log_z;
-  if (k > 0) {
-    std::vector<int32_t> idx(V);
-    for (int i = 0; i < V; ++i) idx[i] = i;
-    const int kk = std::min(k, V);
-    std::partial_sort(idx.begin(), idx.begin() + kk, idx.end(), [&](int32_t a, int32_t b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
-    for (int i = 0; i < kk; ++i) lp.top.push_back({idx[i], logits[idx[i]] - log_z});
-  }
-  return lp;
-}
-
 }  // namespace
-
-struct Scheduler::Running {
-  ServeRequest req;
-  std::shared_ptr<RequestStream> stream;
-  double submitted_s = 0, last_token_s = 0;
-  int kv_seq = -1;
-  int n_kv = 0;                  // tokens of history in the KV cache
-  std::vector<int32_t> history;  // prompt + generated
-  int n_prompt = 0, n_generated = 0, max_new = 0;
-  // Prefill feeds history[n_kv, prefill_end); then, if sample_after_prefill,
-  // the last row's logits give the next token. A sequence resumed after
-  // preemption already knows history.back(), so it prefills one token less
-  // and does not sample.
-  int prefill_end = 0;
-  bool sample_after_prefill = true;
-  Sampler sampler{0};
-  std::unique_ptr<StreamDecoder> decoder;
-  std::unique_ptr<StopStringMatcher> stops;
-  std::unique_ptr<SpecSequence> spec;
-  bool done = false;
-  // This step: tokens fed, the batch index and the first token's offset.
-  int step_tokens = 0, batch_index = -1, token_offset = 0;
-  bool step_prefill = false;
-
-  bool prefilling() const { return n_kv < prefill_end; }
-};
 
 Scheduler::Scheduler(Engine* engine, const Tokenizer* tokenizer, Eagle3Head* head,
                      const SchedulerOptions& options)
@@ -79,19 +30,108 @@ Scheduler::Scheduler(Engine* engine, const Tokenizer* tokenizer, Eagle3Head* hea
 
 Scheduler::~Scheduler() { Stop(0); }
 
-Status Scheduler::Start() {
+Status Scheduler::Validate() const {
   if (options_.max_batch < 1)
     return InvalidArgumentError(fmt::format("--max-batch: must be >= 1, got {}", options_.max_batch));
   if (options_.max_queue < 0)
     return InvalidArgumentError(fmt::format("--max-queue: must be >= 0, got {}", options_.max_queue));
   if (options_.prefill_chunk < 1 || options_.max_step_tokens < 1)
     return InvalidArgumentError("prefill chunk and step token budget must be >= 1");
-  if (options_.spec.algorithm != SpecAlgorithm::kNone) {
-    RETURN_IF_ERROR(options_.spec.tree.Validate());
-    if (options_.spec.algorithm == SpecAlgorithm::kEagle3 && head_ == nullptr)
-      return InvalidArgumentError("EAGLE3 needs --draft-model");
+  return ValidateSpecOptions(options_.spec, head_);
+}
+
+Status Scheduler::PrepareStepCosts() {
+  if (!options_.spec.auto_shape || options_.spec.algorithm == SpecAlgorithm::kNone)
+    return Status::Ok();
+  const StepCosts* have = engine_->step_costs();
+  if (have != nullptr && (head_ == nullptr || have->draft_step > 0)) return Status::Ok();
+  ASSIGN_OR_RETURN(StepCosts costs,
+                   MeasureStepCosts(*engine_, head_, options_.spec.max_auto_depth + 1));
+  engine_->set_step_costs(std::move(costs));
+  return Status::Ok();
+}
+
+std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan) {
+  std::vector<int> depth(plan.size(), -1);
+  if (!options_.spec.auto_shape || engine_->step_costs() == nullptr) return depth;
+  // Greedy sequences choose together, with the costs as observed: their
+  // output is the same whatever the depths. A sampled sequence's depths decide
+  // how its random numbers are drawn, so for its seed to reproduce its text
+  // it chooses alone, from the costs as first measured (which the on-disk
+  // cache keeps across runs) and its own acceptance only.
+  std::vector<const AcceptanceModel*> models;
+  std::vector<int> max_depth, index;
+  int other = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& r = *plan[i];
+    if (r.step_prefill || !r.spec) {
+      other += r.step_tokens;
+    } else if (r.req.sampling.greedy()) {
+      models.push_back(&r.spec->acceptance());
+      max_depth.push_back(r.spec->MaxAutoDepth(r.n_kv));
+      index.push_back(static_cast<int>(i));
+    } else {
+      const DepthChoice c = ChooseDepths(*engine_->initial_step_costs(),
+                                         {&r.spec->acceptance()}, {r.spec->MaxAutoDepth(r.n_kv)});
+      depth[i] = c.depth[0];
+      r.step_predicted_speedup = c.predicted_speedup();
+      other += c.depth[0] + 1;
+    }
   }
+  if (!models.empty()) {
+    const DepthChoice c = ChooseDepths(*engine_->step_costs(), models, max_depth, other);
+    metrics_.predicted_speedup = c.predicted_speedup();
+    for (size_t j = 0; j < index.size(); ++j) {
+      depth[index[j]] = c.depth[j];
+      plan[index[j]]->step_predicted_speedup = c.predicted_speedup();
+    }
+  }
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (depth[i] < 0) continue;
+    Sequence& r = *plan[i];
+    int d = depth[i];
+    if (d > 0) {
+      r.plain_streak = 0;
+      r.probe_after = Sequence::kFirstProbe;
+    } else if (++r.plain_streak >= r.probe_after && r.spec->MaxAutoDepth(r.n_kv) > 0) {
+      d = 1;  // a probe: one draft token, to learn whether drafting pays now
+      r.plain_streak = 0;
+      r.probe_after = std::min(2 * r.probe_after, int{Sequence::kLastProbe});
+    }
+    depth[i] = d;
+    std::vector<int>& hist = r.stats.depth_hist;
+    if (static_cast<int>(hist.size()) <= d) hist.resize(d + 1, 0);
+    hist[d]++;
+    r.stats.predicted_speedup_sum += r.step_predicted_speedup;
+    metrics_.draft_depth.Observe(d);
+  }
+  return depth;
+}
+
+Status Scheduler::Start() {
+  RETURN_IF_ERROR(Validate());
+  RETURN_IF_ERROR(PrepareStepCosts().WithStage("step costs"));
   thread_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+Status Scheduler::RunToCompletion(const std::function<void()>& after_step) {
+  RETURN_IF_ERROR(Validate());
+  RETURN_IF_ERROR(PrepareStepCosts().WithStage("step costs"));
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (waiting_.empty() && running_.empty()) break;
+    }
+    Admit();
+    out_.seq_row.clear();
+    Status s;
+    if (!running_.empty()) s = RunBatch();
+    if (!s.ok()) FailAll(s);
+    PublishGauges();
+    after_step();
+    if (!s.ok()) return s;
+  }
   return Status::Ok();
 }
 
@@ -229,7 +269,7 @@ void Scheduler::Admit() {
       d.finished = true;
       d.finish_reason = "cancelled";
       d.prompt_tokens = it->stream->prompt_tokens();
-      d.completion_tokens = it->resumed ? it->resumed->n_generated : 0;
+      d.completion_tokens = it->resumed ? it->resumed->stats.n_generated : 0;
       it->stream->Push(d);
       metrics_.finished_cancelled++;
       it = waiting_.erase(it);
@@ -244,32 +284,16 @@ void Scheduler::Admit() {
     if (!running_.empty() && kv.free_pages() <= reserve) break;
     Waiting w = std::move(waiting_.front());
     waiting_.pop_front();
-    std::unique_ptr<Running> r = std::move(w.resumed);
+    std::unique_ptr<Sequence> r = std::move(w.resumed);
     if (!r) {
-      r = std::make_unique<Running>();
-      r->req = std::move(w.request);
-      r->stream = w.stream;
-      r->submitted_s = w.submitted_s;
-      r->history = r->req.prompt;
-      r->n_prompt = static_cast<int>(r->history.size());
-      const int64_t room = engine_->config().max_seq_len - int64_t{r->n_prompt} + 1;
-      r->max_new = static_cast<int>(std::min<int64_t>(r->req.max_tokens, room));
-      r->sampler = Sampler(r->req.sampling.seed);
-      if (tokenizer_) r->decoder = std::make_unique<StreamDecoder>(tokenizer_);
-      r->stops = std::make_unique<StopStringMatcher>(r->req.stop_strings);
+      std::unique_ptr<Speculator> spec;
       if (options_.spec.algorithm != SpecAlgorithm::kNone)
-        r->spec = std::make_unique<SpecSequence>(options_.spec, head_, engine_->config());
+        spec = std::make_unique<Speculator>(options_.spec, head_, engine_->config());
+      r = std::make_unique<Sequence>(std::move(w.request), w.stream, w.submitted_s,
+                                     engine_->config().max_seq_len, tokenizer_, std::move(spec));
+      r->stats.weight_bytes = engine_->runner().model().weight_bytes();
     }
-    r->kv_seq = engine_->NewSequence();
-    r->n_kv = 0;
-    if (r->n_generated == 0) {
-      r->prefill_end = static_cast<int>(r->history.size());
-      r->sample_after_prefill = true;
-    } else {
-      r->prefill_end = static_cast<int>(r->history.size()) - 1;
-      r->sample_after_prefill = false;
-    }
-    if (r->spec) r->spec->Reset();
+    r->Start(engine_->NewSequence());
     running_.push_back(std::move(r));
   }
   metrics_.queue_depth = static_cast<int>(waiting_.size());
@@ -277,7 +301,7 @@ void Scheduler::Admit() {
 }
 
 void Scheduler::Preempt(size_t index) {
-  std::unique_ptr<Running> r = std::move(running_[index]);
+  std::unique_ptr<Sequence> r = std::move(running_[index]);
   running_.erase(running_.begin() + static_cast<ptrdiff_t>(index));
   engine_->FreeSequence(r->kv_seq);
   r->kv_seq = -1;
@@ -293,21 +317,11 @@ void Scheduler::Preempt(size_t index) {
   metrics_.queue_depth = static_cast<int>(waiting_.size());
 }
 
-void Scheduler::Finish(Running& r, const std::string& reason, const Status& error) {
-  if (r.done) return;
-  r.done = true;
-  OutputDelta d;
-  if (reason == "stop" || reason == "length") {
-    std::string rest = r.decoder ? r.decoder->Flush() : "";
-    d.text = r.stops->Push(rest);
-    d.text += r.stops->Flush();
-  }
-  d.finished = true;
-  d.finish_reason = reason;
-  d.error = error;
-  d.prompt_tokens = r.n_prompt;
-  d.completion_tokens = r.n_generated;
-  r.stream->Push(d);
+void Scheduler::Finish(Sequence& r, const std::string& reason, const Status& error) {
+  if (r.done()) return;
+  if (r.last_token_s > 0)
+    r.stats.comm_s = engine_->runner().comm()->comm_seconds() - r.comm_at_first_token;
+  r.Finish(reason, error, NowSeconds());
   if (r.kv_seq >= 0) engine_->FreeSequence(r.kv_seq);
   r.kv_seq = -1;
   if (reason == "stop") metrics_.finished_stop++;
@@ -316,38 +330,20 @@ void Scheduler::Finish(Running& r, const std::string& reason, const Status& erro
   else metrics_.finished_error++;
 }
 
-void Scheduler::EmitTokens(Running& r, const std::vector<int32_t>& tokens, const float* logits,
+void Scheduler::EmitTokens(Sequence& r, const std::vector<int32_t>& tokens, const float* logits,
                            const std::vector<int>& logit_rows, double now) {
-  const int V = engine_->config().vocab_size;
-  OutputDelta d;
-  std::string finish;
-  size_t emitted = 0;
-  for (size_t i = 0; i < tokens.size() && finish.empty(); ++i) {
-    const int32_t t = tokens[i];
-    ++emitted;
-    r.n_generated++;
-    r.history.push_back(t);
-    d.token_ids.push_back(t);
-    if (r.req.logprobs >= 0)
-      d.logprobs.push_back(
-          ComputeLogprob(logits + static_cast<size_t>(logit_rows[i]) * V, V, t, r.req.logprobs));
-    if (r.decoder) d.text += r.stops->Push(r.decoder->Push(t));
-    if (r.stops->stopped()) finish = "stop";
-    else if (std::find(r.req.stop_ids.begin(), r.req.stop_ids.end(), t) != r.req.stop_ids.end())
-      finish = "stop";
-    else if (r.n_generated >= r.max_new) finish = "length";
-  }
-  metrics_.generation_tokens += static_cast<int64_t>(emitted);
-  if (r.last_token_s == 0) {
+  const bool first = r.last_token_s == 0;
+  const double last = r.last_token_s;
+  const int before = r.stats.n_generated;
+  const std::string finish = r.Emit(tokens, logits, logit_rows, engine_->config().vocab_size, now);
+  const int emitted = r.stats.n_generated - before;
+  metrics_.generation_tokens += emitted;
+  if (first) {
     metrics_.ttft.Observe(now - r.submitted_s);
+    r.comm_at_first_token = engine_->runner().comm()->comm_seconds();
   } else {
-    for (size_t i = 0; i < emitted; ++i)
-      metrics_.itl.Observe((now - r.last_token_s) / static_cast<double>(emitted));
+    for (int i = 0; i < emitted; ++i) metrics_.itl.Observe((now - last) / emitted);
   }
-  r.last_token_s = now;
-  d.prompt_tokens = r.n_prompt;
-  d.completion_tokens = r.n_generated;
-  r.stream->Push(d);
   if (!finish.empty()) Finish(r, finish);
 }
 
@@ -359,7 +355,7 @@ Status Scheduler::RunBatch() {
   // Cancellations take effect here, at the step boundary.
   for (auto& r : running_)
     if (r->stream->cancelled()) Finish(*r, "cancelled");
-  std::erase_if(running_, [](const std::unique_ptr<Running>& r) { return r->done; });
+  std::erase_if(running_, [](const std::unique_ptr<Sequence>& r) { return r->done(); });
 
   // Token budget: decoding sequences first, prompt chunks share the rest.
   int decode_tokens = 0;
@@ -371,10 +367,10 @@ Status Scheduler::RunBatch() {
   // cannot get the pages it needs preempts the newest ones; the newest one
   // waits; the oldest one alone cannot run out unless the cache is smaller
   // than its context (then it ends with "length").
-  std::vector<Running*> plan;
+  std::vector<Sequence*> plan;
   int reserved = 0;
   for (size_t i = 0; i < running_.size();) {
-    Running& r = *running_[i];
+    Sequence& r = *running_[i];
     r.step_tokens = 0;
     int n;
     const int free_pages = kv.free_pages() - reserved;
@@ -412,17 +408,40 @@ Status Scheduler::RunBatch() {
     ++i;
   }
 
+  // --profile: a step is the drafting, the forward pass and the sampling or
+  // verification of everything in it; it counts as prefill when it feeds a
+  // prompt chunk (the first token's sampling and the draft head's prefill
+  // included).
+  OpProfile& prof = engine_->runner().profile();
+  const int64_t step_start = prof.enabled() ? NowNanos() : 0;
+  const double step_start_s = NowSeconds();
+  bool any_prefill = false;
+  for (Sequence* r : plan) any_prefill |= r->step_prefill;
+  prof.set_phase(any_prefill ? ProfPhase::kPrefill : ProfPhase::kDecode);
+
   // Build the batch.
+  const std::vector<int> depth = ChooseDraftDepths(plan);
   std::vector<SeqInput> batch;
   batch.reserve(plan.size());
   int offset = 0;
-  for (Running* r : plan) {
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence* r = plan[i];
+    if (r->started_s == 0) {
+      r->started_s = step_start_s;
+      r->stats.queue_s = step_start_s - r->submitted_s;
+    }
     SeqInput in;
     in.seq = r->kv_seq;
     if (r->step_prefill) {
       in.tokens.assign(r->history.begin() + r->n_kv, r->history.begin() + r->n_kv + r->step_tokens);
     } else if (r->spec) {
-      Status s = r->spec->Draft(r->history, r->n_kv, r->kv_seq, &in);
+      Stopwatch draft;
+      Status s;
+      {
+        OpTimer timer(&prof, ProfOp::kDraft);
+        s = r->spec->Draft(r->history, r->n_kv, r->kv_seq, &in, depth[i]);
+      }
+      r->stats.draft_s += draft.Seconds();
       if (!s.ok()) {
         LogStatus(s);
         Finish(*r, "error", s);
@@ -437,55 +456,84 @@ Status Scheduler::RunBatch() {
     offset += r->step_tokens;
     batch.push_back(std::move(in));
   }
-  std::erase_if(plan, [](Running* r) { return r->done; });
+  std::erase_if(plan, [](Sequence* r) { return r->done(); });
   out_.seq_row.clear();
   if (batch.empty()) {
-    std::erase_if(running_, [](const std::unique_ptr<Running>& r) { return r->done; });
+    std::erase_if(running_, [](const std::unique_ptr<Sequence>& r) { return r->done(); });
     return Status::Ok();
   }
 
   const bool eagle = options_.spec.algorithm == SpecAlgorithm::kEagle3;
+  Stopwatch forward;
   RETURN_IF_ERROR(engine_->Forward(batch, eagle, &out_).WithStage("engine step"));
+  const double forward_s = forward.Seconds();
+  if (StepCosts* costs = engine_->mutable_step_costs(); costs && options_.spec.auto_shape)
+    costs->Observe(offset, forward_s);
   metrics_.steps++;
   const double now = NowSeconds();
   const int V = engine_->config().vocab_size;
   const size_t aux_stride = 3 * static_cast<size_t>(engine_->config().hidden_dim);
 
-  for (Running* rp : plan) {
-    Running& r = *rp;
+  for (Sequence* rp : plan) {
+    Sequence& r = *rp;
     const int row0 = out_.seq_row[r.batch_index];
+    const float* logits = &out_.logits[static_cast<size_t>(row0) * V];
     const float* aux =
         eagle ? out_.aux_hidden.data() + static_cast<size_t>(r.token_offset) * aux_stride : nullptr;
     Status s;
     if (r.step_prefill) {
       const int a = r.n_kv;
       r.n_kv += r.step_tokens;
-      const bool sample = r.n_kv == r.prefill_end && r.sample_after_prefill;
-      if (sample) {
-        const int32_t t = r.sampler.Sample(&out_.logits[static_cast<size_t>(row0) * V], V,
-                                           r.req.sampling);
+      if (r.n_kv == r.prefill_end && r.sample_after_prefill) {
+        int32_t t;
+        {
+          OpTimer timer(&prof, ProfOp::kSampling);
+          t = r.sampler.Sample(logits, V, r.req.sampling);
+        }
         EmitTokens(r, {t}, out_.logits.data(), {row0}, now);
       }
-      if (r.spec && !r.done) {
+      if (r.spec && !r.done()) {
         // Row k of the chunk predicts history[a + k + 1].
+        OpTimer timer(&prof, ProfOp::kDraft);
         std::vector<int32_t> next(r.history.begin() + a + 1, r.history.begin() + r.n_kv + 1);
         s = r.spec->ExtendPrefill(aux, next, a);
       }
     } else if (r.spec) {
       const int L = r.n_kv;
-      VerifyResult vr = r.spec->Commit(*engine_, r.kv_seq, L,
-                                       &out_.logits[static_cast<size_t>(row0) * V],
-                                       r.req.sampling, &r.sampler);
-      r.n_kv = L + static_cast<int>(vr.path.size());
-      metrics_.accept_length.Observe(static_cast<double>(vr.emitted.size()));
-      std::vector<int> rows;
-      for (int p : vr.path) rows.push_back(row0 + p);
-      EmitTokens(r, vr.emitted, out_.logits.data(), rows, now);
-      if (!r.done) s = r.spec->ExtendAccepted(vr, aux, L);
+      r.stats.target_forwards++;
+      Stopwatch verify;
+      SpecStep step;
+      {
+        OpTimer timer(&prof, ProfOp::kVerify);
+        step = r.spec->Verify(r.kv_seq, L, logits, r.req.sampling, &r.sampler);
+        s = engine_->Apply(std::move(step.kv)).WithStage("verify");
+      }
+      r.stats.verify_s += forward_s + verify.Seconds();
+      const VerifyResult& vr = step.verify;
+      if (s.ok()) {
+        r.n_kv = L + static_cast<int>(vr.path.size());
+        metrics_.accept_length.Observe(static_cast<double>(vr.emitted.size()));
+        std::vector<int>& hist = r.stats.accept_hist;
+        if (hist.size() < vr.emitted.size()) hist.resize(vr.emitted.size(), 0);
+        hist[vr.emitted.size() - 1]++;
+        std::vector<int> rows;
+        for (int p : vr.path) rows.push_back(row0 + p);
+        EmitTokens(r, vr.emitted, out_.logits.data(), rows, now);
+        if (!r.done()) {
+          Stopwatch draft;
+          OpTimer timer(&prof, ProfOp::kDraft);
+          s = r.spec->ExtendAccepted(vr, aux, L);
+          r.stats.draft_s += draft.Seconds();
+        }
+      }
     } else {
       r.n_kv += 1;
-      const int32_t t =
-          r.sampler.Sample(&out_.logits[static_cast<size_t>(row0) * V], V, r.req.sampling);
+      r.stats.target_forwards++;
+      int32_t t;
+      {
+        OpTimer timer(&prof, ProfOp::kSampling);
+        t = r.sampler.Sample(logits, V, r.req.sampling);
+      }
       EmitTokens(r, {t}, out_.logits.data(), {row0}, now);
     }
     if (!s.ok()) {
@@ -493,7 +541,8 @@ Status Scheduler::RunBatch() {
       Finish(r, "error", s);
     }
   }
-  std::erase_if(running_, [](const std::unique_ptr<Running>& r) { return r->done; });
+  std::erase_if(running_, [](const std::unique_ptr<Sequence>& r) { return r->done(); });
+  if (prof.enabled()) prof.AddStep(NowNanos() - step_start);
   return Status::Ok();
 }
 

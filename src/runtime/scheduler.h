@@ -22,13 +22,11 @@
 // later (recompute, as vLLM does). A request never fails because of other
 // requests.
 //
-// Invariants of a running sequence (see Running in scheduler.cc):
-//  - history = prompt + generated tokens; the KV cache holds history[0, n_kv).
-//  - It is prefilling while n_kv < history.size() - 1; a step then feeds a
-//    chunk of history[n_kv, ...) and samples once the chunk reaches the end.
-//  - Otherwise it decodes: history.back() is the last sampled token, not yet
-//    in the KV cache (n_kv == history.size() - 1).
-//  - pages(seq) == ceil(n_kv / page_size) between steps.
+// Every request is a Sequence (runtime/sequence.h, which states its
+// invariants); between steps pages(seq) == ceil(n_kv / page_size).
+//
+// serve runs the loop on its own thread (Start); generate and bench run it on
+// the caller's thread (RunToCompletion), so all three run the same code.
 //
 // If a Forward fails (a rank died), every request gets an "error" finish, the
 // scheduler turns unhealthy and refuses new requests.
@@ -40,10 +38,13 @@
 #include <mutex>
 #include <thread>
 
+#include <functional>
+
 #include "runtime/engine.h"
 #include "runtime/scheduler_metrics.h"
 #include "runtime/scheduler_request.h"
-#include "runtime/spec_generate.h"
+#include "runtime/sequence.h"
+#include "spec/spec_options.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specd {
@@ -67,6 +68,11 @@ class Scheduler {
 
   // Validates the options and starts the engine loop thread.
   Status Start();
+  // Instead of Start: runs the engine loop on the calling thread until every
+  // submitted request has finished, calling after_step() after each step
+  // (where the caller reads its streams and may cancel). Returns the engine's
+  // error if a step failed (every request then finished with "error").
+  Status RunToCompletion(const std::function<void()>& after_step);
 
   // Thread-safe. Queues a request and returns its stream.
   // InvalidArgument / OutOfRange: the request does not fit the model (message
@@ -88,22 +94,25 @@ class Scheduler {
   int context_length() const { return engine_->config().max_seq_len; }
 
  private:
-  struct Running;
   struct Waiting {
     ServeRequest request;
     std::shared_ptr<RequestStream> stream;
     double submitted_s = 0;
-    std::unique_ptr<Running> resumed;  // set when preempted
+    std::unique_ptr<Sequence> resumed;  // set when preempted
   };
 
+  Status Validate() const;
+  // Auto-shaped speculation: the engine's step costs (measured once).
+  Status PrepareStepCosts();
+  // Each planned speculating sequence's draft depth this step (-1: its fixed
+  // shape), from the cost model, with occasional probes out of plain mode.
+  std::vector<int> ChooseDraftDepths(const std::vector<Sequence*>& plan);
   void Loop();
-  // One engine step; false when nothing was runnable (the loop then waits).
-  bool Step();
   void Admit();
   Status RunBatch();
   void Preempt(size_t index);
-  void Finish(Running& r, const std::string& reason, const Status& error = Status::Ok());
-  void EmitTokens(Running& r, const std::vector<int32_t>& tokens, const float* logits,
+  void Finish(Sequence& r, const std::string& reason, const Status& error = Status::Ok());
+  void EmitTokens(Sequence& r, const std::vector<int32_t>& tokens, const float* logits,
                   const std::vector<int>& logit_rows, double now);
   void FailAll(const Status& s);
   void PublishGauges();
@@ -124,7 +133,7 @@ class Scheduler {
   std::thread thread_;
 
   // Engine loop thread only.
-  std::vector<std::unique_ptr<Running>> running_;  // in admission order
+  std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
   ForwardOutput out_;
 };
 

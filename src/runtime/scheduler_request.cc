@@ -4,6 +4,21 @@
 
 namespace specd {
 
+double SequenceStats::accept_length_mean() const {
+  double steps = 0, tokens = 0;
+  for (size_t i = 0; i < accept_hist.size(); ++i) {
+    steps += accept_hist[i];
+    tokens += static_cast<double>(accept_hist[i]) * (i + 1);
+  }
+  return steps > 0 ? tokens / steps : 0;
+}
+
+double SequenceStats::predicted_speedup_mean() const {
+  int steps = 0;
+  for (int n : depth_hist) steps += n;
+  return steps > 0 ? predicted_speedup_sum / steps : 0;
+}
+
 bool RequestStream::Next(OutputDelta* out, double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -13,6 +28,7 @@ bool RequestStream::Next(OutputDelta* out, double timeout_s) {
   // Written out instead of a predicate lambda, which the thread-safety
   // analysis would check as a function that does not hold mu_.
   while (!has_pending_) {
+    if (timeout_s <= 0) return false;  // a poll: no wait, no system call
     if (cv_.wait_until(mu_, deadline) == std::cv_status::timeout && !has_pending_) return false;
   }
   *out = std::move(pending_);
@@ -33,6 +49,7 @@ void RequestStream::Push(const OutputDelta& d) {
     pending_.completion_tokens = d.completion_tokens;
     if (d.finished) {
       pending_.finished = true;
+      pending_.stats = d.stats;
       pending_.finish_reason = d.finish_reason;
       pending_.error = d.error;
     }

@@ -29,6 +29,39 @@ struct ServeRequest {
   int logprobs = -1;
 };
 
+// One request's statistics; complete in its finished delta.
+struct SequenceStats {
+  int n_prompt = 0;
+  int n_generated = 0;
+  double queue_s = 0;          // submission to the first step that ran it
+  double prefill_s = 0;        // that step to the first token
+  double decode_s = 0;         // the first generated token to the last
+  int target_forwards = 0;     // decode-phase target forward passes it was part of
+  size_t weight_bytes = 0;     // weight bytes one target forward reads (rank 0)
+  double comm_s = 0;           // rank 0's time inside collectives while it decoded
+  // Speculative decoding only: time drafting (its own), verifying (the
+  // step's target forward plus its verification), and accept_hist[i] =
+  // verify steps that committed i + 1 tokens.
+  double draft_s = 0, verify_s = 0;
+  std::vector<int> accept_hist;
+  // Auto-shaped speculation: depth_hist[d] = decode steps that drafted a
+  // chain of depth d (0: plain), and the cost model's predicted speedup over
+  // plain decoding, summed over those steps.
+  std::vector<int> depth_hist;
+  double predicted_speedup_sum = 0;
+
+  double prefill_tok_s() const { return prefill_s > 0 ? n_prompt / prefill_s : 0; }
+  // Tokens after the first (which comes from prefill) per decode second.
+  double decode_tok_s() const {
+    return decode_s > 0 && n_generated > 1 ? (n_generated - 1) / decode_s : 0;
+  }
+  double decode_gb_s() const {
+    return decode_s > 0 ? static_cast<double>(weight_bytes) * target_forwards / decode_s / 1e9 : 0;
+  }
+  double accept_length_mean() const;
+  double predicted_speedup_mean() const;
+};
+
 struct TopLogprob {
   int32_t id = 0;
   float logprob = 0;
@@ -52,6 +85,7 @@ struct OutputDelta {
   Status error;
   int prompt_tokens = 0;
   int completion_tokens = 0;  // every token generated, stop token included
+  SequenceStats stats;        // set when finished
 };
 
 // Shared by the client's thread and the engine loop. Thread-safe.
@@ -59,8 +93,8 @@ class RequestStream {
  public:
   explicit RequestStream(int prompt_tokens) : prompt_tokens_(prompt_tokens) {}
 
-  // Client side. Waits up to `timeout_s` for new output; false if nothing
-  // arrived. After a delta with finished = true, returns false forever.
+  // Client side. Waits up to `timeout_s` for new output (<= 0: only looks);
+  // false if nothing arrived. After a delta with finished = true, returns false forever.
   bool Next(OutputDelta* out, double timeout_s) EXCLUDES(mu_);
   // Asks the engine loop to drop the request at the next step boundary
   // (its KV pages are freed then); the stream then finishes "cancelled".

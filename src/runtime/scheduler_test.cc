@@ -12,7 +12,7 @@
 
 #include "modelgen/fixture.h"
 #include "runtime/generate.h"
-#include "runtime/spec_generate.h"
+#include "runtime/reference_decode.h"
 
 namespace specd {
 namespace {
@@ -120,8 +120,8 @@ struct BatchCase {
 class SchedulerBatchTest : public ::testing::TestWithParam<BatchCase> {};
 
 // 16 concurrent requests produce exactly the tokens each produces alone, and
-// greedy ones equal the single-sequence loops (GeneratePlain /
-// GenerateSpeculative), an implementation without the scheduler.
+// greedy ones (speculative or not) equal plain decoding written without the
+// scheduler (ReferenceDecode).
 TEST_P(SchedulerBatchTest, SixteenConcurrentEqualEachAlone) {
   const BatchCase& c = GetParam();
   Rig rig;
@@ -140,15 +140,9 @@ TEST_P(SchedulerBatchTest, SixteenConcurrentEqualEachAlone) {
   }
   if (c.temperature == 0) {
     for (size_t i = 0; i < reqs.size(); ++i) {
-      GenerateRequest g;
-      g.prompt = reqs[i].prompt;
-      g.max_tokens = reqs[i].max_tokens;
-      g.sampling = reqs[i].sampling;
-      GenerateResult ref;
-      SpecOptions so = o.spec;
-      ASSERT_TRUE(GenerateSpeculative(*rig.engine, nullptr, so, g, [](int32_t) { return true; },
-                                      &ref).ok());
-      EXPECT_EQ(alone[i].tokens, ref.tokens) << "request " << i;
+      EXPECT_EQ(alone[i].tokens, ReferenceDecode(*rig.engine, reqs[i].prompt, reqs[i].max_tokens,
+                                                 reqs[i].sampling))
+          << "request " << i;
     }
   }
   Scheduler s(rig.engine.get(), nullptr, nullptr, o);
@@ -177,7 +171,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BatchCase>& i) { return std::string(i.param.name); });
 
 // EAGLE-3 over the demo model and its trained draft head: 16 concurrent
-// greedy requests equal each one alone and the single-sequence loop.
+// greedy requests equal each one alone and plain greedy decoding.
 TEST(SchedulerTest, Eagle3BatchedGreedyEqualsAlone) {
   const std::string demo = std::string(SPECD_SOURCE_DIR) + "/models/demo";
   if (!std::filesystem::exists(demo + "/eagle3/model.safetensors") ||
@@ -207,13 +201,8 @@ TEST(SchedulerTest, Eagle3BatchedGreedyEqualsAlone) {
     for (const ServeRequest& r : reqs) alone.push_back(RunAll(s, {r})[0]);
   }
   for (size_t i = 0; i < reqs.size(); ++i) {
-    GenerateRequest g;
-    g.prompt = reqs[i].prompt;
-    g.max_tokens = reqs[i].max_tokens;
-    GenerateResult ref;
-    ASSERT_TRUE(GenerateSpeculative(engine, head->get(), o.spec, g, [](int32_t) { return true; },
-                                    &ref).ok());
-    EXPECT_EQ(alone[i].tokens, ref.tokens) << "request " << i;
+    EXPECT_EQ(alone[i].tokens, ReferenceDecode(engine, reqs[i].prompt, reqs[i].max_tokens))
+        << "request " << i;
   }
   Scheduler s(&engine, nullptr, head->get(), o);
   ASSERT_TRUE(s.Start().ok());
@@ -357,6 +346,89 @@ TEST(SchedulerTest, StopIdsEndGenerationAndLogprobsAreConsistent) {
   EXPECT_EQ(stopped.finish_reason, "stop");
   EXPECT_EQ(stopped.tokens,
             std::vector<int32_t>(full.tokens.begin(), full.tokens.begin() + first + 1));
+}
+
+// Auto-shaped speculation: whatever depths the cost model picks, greedy
+// output equals plain decoding; the depths follow the step costs it is given.
+struct AutoRun {
+  std::vector<int32_t> tokens;
+  GenerateStats stats;
+};
+
+AutoRun RunAuto(Engine& engine, const std::vector<int32_t>& prompt, int max_tokens,
+                const StepCosts* costs) {
+  if (costs != nullptr) engine.set_step_costs(*costs);
+  SpecOptions so;
+  so.algorithm = SpecAlgorithm::kNgram;
+  so.auto_shape = true;
+  so.max_auto_depth = 6;
+  GenerateRequest g;
+  g.prompt = prompt;
+  g.max_tokens = max_tokens;
+  GenerateResult res;
+  Status s = Generate(engine, g, [](int32_t) { return true; }, &res, so);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return {res.tokens, res.stats};
+}
+
+int Steps(const std::vector<int>& hist, int from) {
+  int n = 0;
+  for (size_t d = from; d < hist.size(); ++d) n += hist[d];
+  return n;
+}
+
+TEST(SchedulerAutoShapeTest, GreedyEqualsPlainWhateverTheCosts) {
+  Rig rig;
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2, 3};
+  const std::vector<int32_t> want = ReferenceDecode(*rig.engine, prompt, 60);
+  // Measured on this machine (the engine has none yet, so Generate measures).
+  EXPECT_EQ(RunAuto(*rig.engine, prompt, 60, nullptr).tokens, want);
+  ASSERT_NE(rig.engine->step_costs(), nullptr);
+  EXPECT_EQ(rig.engine->step_costs()->target.size(), 7u);  // depths 0..6
+
+  // Verifying n tokens costs n decode steps: drafting can never pay, so every
+  // step is plain except the probes (after 16, 32, 64 plain steps).
+  StepCosts linear;
+  linear.learn = false;
+  for (int n = 1; n <= 16; ++n) linear.target.push_back(1e-3 * n);
+  AutoRun plain = RunAuto(*rig.engine, prompt, 60, &linear);
+  EXPECT_EQ(plain.tokens, want);
+  EXPECT_GT(Steps(plain.stats.depth_hist, 0), 0);
+  EXPECT_LE(Steps(plain.stats.depth_hist, 1), 3) << "drafted although verify is never cheaper";
+  EXPECT_DOUBLE_EQ(plain.stats.predicted_speedup_mean(), 1.0);
+
+  // Verification as cheap as a decode step: whenever the n-gram drafter finds
+  // a match it drafts, and the output is still plain greedy's.
+  StepCosts flat;
+  flat.learn = false;
+  flat.target.assign(16, 1e-3);
+  AutoRun deep = RunAuto(*rig.engine, prompt, 60, &flat);
+  EXPECT_EQ(deep.tokens, want);
+  EXPECT_GT(Steps(deep.stats.depth_hist, 1), 0);
+  EXPECT_GT(deep.stats.predicted_speedup_mean(), 1.0);
+  EXPECT_EQ(rig.engine->kv().used_pages(), 0);
+}
+
+TEST(SchedulerAutoShapeTest, BatchedAutoEqualsEachAlone) {
+  Rig rig;
+  StepCosts flat;
+  flat.learn = false;
+  flat.target.assign(64, 1e-3);
+  rig.engine->set_step_costs(flat);
+  SchedulerOptions o;
+  o.max_batch = 8;
+  o.prefill_chunk = 8;
+  o.spec.algorithm = SpecAlgorithm::kNgram;
+  o.spec.auto_shape = true;
+  const std::vector<ServeRequest> reqs = MakeRequests(8, 24, 0.f);
+  Scheduler s(rig.engine.get(), nullptr, nullptr, o);
+  ASSERT_TRUE(s.Start().ok());
+  std::vector<Result> batched = RunAll(s, reqs);
+  s.Stop(5);  // the engine is free again
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(batched[i].tokens, ReferenceDecode(*rig.engine, reqs[i].prompt, reqs[i].max_tokens))
+        << "request " << i;
+  EXPECT_GT(s.metrics().draft_depth.Get().count, 0u);
 }
 
 }  // namespace

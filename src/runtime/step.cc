@@ -54,7 +54,13 @@ std::string SerializeStep(const StepDesc& d) {
   w.I32(0x53544550);  // "STEP"
   w.I32(d.shutdown);
   w.I32(d.capture_aux);
-  w.Vec(d.kv_ops);
+  w.I32(static_cast<int32_t>(d.kv_edits.size()));
+  for (const KvEdit& e : d.kv_edits) {
+    w.I32(e.kind);
+    w.I32(e.seq);
+    w.I32(e.length);
+    w.Vec(e.path);
+  }
   w.I32(static_cast<int32_t>(d.batch.size()));
   for (const SeqInput& s : d.batch) {
     w.I32(s.seq);
@@ -69,14 +75,23 @@ std::string SerializeStep(const StepDesc& d) {
 StatusOr<StepDesc> DeserializeStep(const std::string& bytes) {
   Reader r(bytes);
   StepDesc d;
-  int32_t magic, shutdown, capture, n;
+  int32_t magic, shutdown, capture, n_edits, n;
   auto bad = [&] {
     return CorruptionError("malformed step descriptor of " + std::to_string(bytes.size()) +
                            " bytes");
   };
   if (!r.I32(&magic) || magic != 0x53544550 || !r.I32(&shutdown) || !r.I32(&capture) ||
-      !r.Vec(&d.kv_ops) || !r.I32(&n) || n < 0)
+      !r.I32(&n_edits) || n_edits < 0 || static_cast<size_t>(n_edits) > bytes.size())
     return bad();
+  d.kv_edits.resize(n_edits);
+  for (KvEdit& e : d.kv_edits) {
+    int32_t kind;
+    if (!r.I32(&kind) || kind < KvEdit::kNewSequence || kind > KvEdit::kKeepPath ||
+        !r.I32(&e.seq) || !r.I32(&e.length) || !r.Vec(&e.path))
+      return bad();
+    e.kind = static_cast<KvEdit::Kind>(kind);
+  }
+  if (!r.I32(&n) || n < 0 || static_cast<size_t>(n) > bytes.size()) return bad();
   d.shutdown = shutdown != 0;
   d.capture_aux = capture != 0;
   d.batch.resize(n);

@@ -9,24 +9,16 @@
 #include <vector>
 
 #include "base/status.h"
+#include "model/kv_edit.h"
 #include "model/transformer.h"
 
 namespace specd {
 
-// A KV-cache mutation, applied in order before the forward pass.
-struct KvOp {
-  enum Kind : int32_t { kNew = 0, kFree = 1, kTruncate = 2, kMove = 3 };
-  Kind kind = kNew;
-  int32_t seq = -1;
-  int32_t a = 0;  // kNew: expected id (checked); kTruncate: new length; kMove: src slot
-  int32_t b = 0;  // kMove: dst slot
-};
-
 struct StepDesc {
   bool shutdown = false;
   bool capture_aux = false;
-  std::vector<KvOp> kv_ops;
-  std::vector<SeqInput> batch;  // empty: only apply kv_ops
+  std::vector<KvEdit> kv_edits;  // applied in order before the batch runs
+  std::vector<SeqInput> batch;   // empty: only apply kv_edits
 };
 
 // Compact little-endian binary encoding (same binary on every rank).

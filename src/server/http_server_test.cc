@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "modelgen/fixture.h"
-#include "runtime/generate.h"
+#include "runtime/reference_decode.h"
 #include "server/openai_response.h"
 
 namespace specd::server {
@@ -98,7 +98,7 @@ TEST_F(HttpServerTest, HealthIs503UntilAttachedThen200) {
   EXPECT_EQ(models["data"][0]["id"], "tiny");
 }
 
-TEST_F(HttpServerTest, CompletionMatchesGeneratePlain) {
+TEST_F(HttpServerTest, CompletionMatchesReferenceDecode) {
   StartServer(ServerOptions());
   int status = 0;
   OJson j = PostJson("/v1/completions",
@@ -114,17 +114,13 @@ TEST_F(HttpServerTest, CompletionMatchesGeneratePlain) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 9);
   EXPECT_EQ(j["usage"]["total_tokens"], 13);
   // Without a tokenizer, logprob tokens read "<id>": compare the ids with
-  // the single-sequence generation loop.
-  GenerateRequest g;
-  g.prompt = {5, 6, 7, 8};
-  g.max_tokens = 9;
-  GenerateResult ref;
+  // plain decoding written without the scheduler.
   server_->Shutdown();  // the engine is free again
-  ASSERT_TRUE(GeneratePlain(*engine_, g, [](int32_t) { return true; }, &ref).ok());
+  const std::vector<int32_t> ref = ReferenceDecode(*engine_, {5, 6, 7, 8}, 9);
   const OJson& toks = j["choices"][0]["logprobs"]["tokens"];
-  ASSERT_EQ(toks.size(), ref.tokens.size());
-  for (size_t i = 0; i < ref.tokens.size(); ++i)
-    EXPECT_EQ(toks[i], "<" + std::to_string(ref.tokens[i]) + ">");
+  ASSERT_EQ(toks.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i)
+    EXPECT_EQ(toks[i], "<" + std::to_string(ref[i]) + ">");
 }
 
 TEST_F(HttpServerTest, StreamIsServerSentEventsEndingInDone) {

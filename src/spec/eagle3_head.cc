@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -171,42 +172,38 @@ Status Eagle3Head::Forward(State* st, const std::vector<int32_t>& tokens, const 
   st->v.insert(st->v.end(), v.begin(), v.end());
   st->length += n;
 
-  // Attention with an explicit visible-slot set per row; the head is one
-  // layer and tiny next to the target, so plain loops suffice here.
-  std::vector<float> att(size_t(n) * qd, 0.f);
-  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-  const int group = nh / nkv;
-  std::vector<int> slots;
-  std::vector<float> w;
-  for (int i = 0; i < n; ++i) {
-    slots.clear();
-    for (int s = 0; s < n_prefix; ++s) slots.push_back(s);
-    if (visible.empty()) {
-      for (int s = n_prefix; s <= st->length - n + i; ++s) slots.push_back(s);
-    } else {
-      for (int s : visible[i]) slots.push_back(s);
-    }
-    w.resize(slots.size());
-    for (int head = 0; head < nh; ++head) {
-      const float* qh = &q[size_t(i) * qd + size_t(head) * hd];
-      const int kh = head / group;
-      float mx = -INFINITY;
-      for (size_t j = 0; j < slots.size(); ++j) {
-        const float* kr = &st->k[size_t(slots[j]) * kvd + size_t(kh) * hd];
-        float dot = 0.f;
-        for (int d = 0; d < hd; ++d) dot += qh[d] * kr[d];
-        w[j] = dot * scale;
-        mx = std::max(mx, w[j]);
-      }
-      float sum = 0.f;
-      for (float& e : w) sum += e = std::exp(e - mx);
-      float* o = &att[size_t(i) * qd + size_t(head) * hd];
-      for (size_t j = 0; j < slots.size(); ++j) {
-        const float* vr = &st->v[size_t(slots[j]) * kvd + size_t(kh) * hd];
-        const float p = w[j] / sum;
-        for (int d = 0; d < hd; ++d) o[d] += p * vr[d];
+  // The shared attention kernel over the draft KV (one page holding every
+  // slot). Causal rows see every slot up to their own. Rows with visible
+  // sets: the kernel's query window is the slots from n_prefix on (all
+  // visible below it); rows of the window that are not this call's (earlier
+  // tree levels) get zero queries that see only their own slot, and their
+  // outputs are dropped.
+  std::vector<float> att(size_t(n) * qd);
+  float* k_page = st->k.data();
+  float* v_page = st->v.data();
+  const kernels::KvPages pages{&k_page, &v_page, std::max(1, st->length)};
+  if (visible.empty()) {
+    kernels::Attention(q.data(), n, st->length, pages, nullptr, nh, nkv, hd, att.data(), pool_);
+  } else {
+    const int W = st->length - n_prefix, pad = W - n;
+    if (n_prefix < 0 || pad < 0)
+      return InternalError("draft forward: the prefix overlaps this call's rows");
+    std::vector<float> qw(size_t(W) * qd, 0.f), ow(size_t(W) * qd);
+    std::copy(q.begin(), q.end(), qw.begin() + size_t(pad) * qd);
+    std::vector<uint8_t> mask(size_t(W) * W, 0);
+    for (int t = 0; t < pad; ++t) mask[size_t(t) * W + t] = 1;
+    for (int i = 0; i < n; ++i) {
+      for (int slot : visible[i]) {
+        if (slot < n_prefix) continue;  // the prefix is always visible
+        if (slot >= st->length)
+          return InternalError(fmt::format("draft forward: visible slot {} of {}", slot,
+                                           st->length));
+        mask[size_t(pad + i) * W + (slot - n_prefix)] = 1;
       }
     }
+    kernels::Attention(qw.data(), W, st->length, pages, mask.data(), nh, nkv, hd, ow.data(),
+                       pool_);
+    std::copy(ow.begin() + size_t(pad) * qd, ow.end(), att.begin());
   }
   std::vector<float> o(size_t(n) * H);
   kernels::MatMul(wo_, att.data(), n, o.data(), pool_);

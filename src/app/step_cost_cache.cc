@@ -1,0 +1,68 @@
+#include "app/step_cost_cache.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/step_costs.h"
+
+namespace specd::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Name, size and modification time of `path` (a file, or every file of a
+// folder): what changes when the weights or the binary change.
+std::string FilesStamp(const std::string& path) {
+  std::error_code ec;
+  std::string out;
+  auto add = [&](const fs::path& p) {
+    const auto size = fs::file_size(p, ec);
+    const auto mtime = fs::last_write_time(p, ec).time_since_epoch().count();
+    out += fmt::format("{}:{}:{};", p.filename().string(), ec ? 0 : size, ec ? 0 : mtime);
+  };
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.is_regular_file(ec)) add(e.path());
+  } else {
+    add(path);
+  }
+  return fs::weakly_canonical(path, ec).string() + "{" + out + "}";
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line;
+  return "unknown cpu";
+}
+
+std::string CacheDir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0')
+    return std::string(x) + "/specd";
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0')
+    return std::string(h) + "/.cache/specd";
+  return (fs::temp_directory_path() / "specd-cache").string();
+}
+
+}  // namespace
+
+Status PrepareStepCosts(Engine& engine, Eagle3Head* head, const SpecOptions& spec,
+                        const RunnerOptions& runner, int tp, const std::string& draft_model) {
+  if (!spec.auto_shape || spec.algorithm == SpecAlgorithm::kNone) return Status::Ok();
+  const int max_tokens = spec.max_auto_depth + 1;
+  const std::string key = fmt::format(
+      "model {} | quantize {} | draft {} | binary {} | {} | threads {} | tp {} | tokens {}",
+      FilesStamp(runner.model_path),
+      runner.load.quantize ? static_cast<int>(*runner.load.quantize) : -1,
+      draft_model.empty() ? "none" : FilesStamp(draft_model), FilesStamp("/proc/self/exe"),
+      CpuModel(), runner.threads, tp, max_tokens);
+  ASSIGN_OR_RETURN(StepCosts costs, CachedStepCosts(engine, head, max_tokens, key, CacheDir()));
+  engine.set_step_costs(std::move(costs));
+  return Status::Ok();
+}
+
+}  // namespace specd::app

@@ -1,0 +1,30 @@
+// Measures what the draft-shape choice (spec/draft_cost.h) needs to know
+// about this machine: the target's forward time over n = 1..max_tokens new
+// tokens (logits for every token, as a verify pass) and the draft head's
+// one-token step. Runs on rank 0 through Engine::Forward, so every rank takes
+// part and tensor-parallel communication is included.
+#pragma once
+
+#include <string>
+
+#include "runtime/engine.h"
+#include "spec/draft_cost.h"
+#include "spec/eagle3_head.h"
+
+namespace specd {
+
+// head may be null (n-gram: drafting costs no forward). Takes the median of
+// `reps` timed runs per size after one warm-up run, after a context of
+// `context` tokens; sizes between the measured ones are interpolated.
+StatusOr<StepCosts> MeasureStepCosts(Engine& engine, Eagle3Head* head, int max_tokens = 16,
+                                     int reps = 3, int context = 32);
+
+// MeasureStepCosts, remembered in `cache_dir` (created if missing) under a
+// file named by a hash of `key`, which must name everything the costs depend
+// on (model files, binary, machine, threads, world size, draft head). A
+// missing or unreadable entry is measured and written; failing to write it
+// is logged, not an error.
+StatusOr<StepCosts> CachedStepCosts(Engine& engine, Eagle3Head* head, int max_tokens,
+                                    const std::string& key, const std::string& cache_dir);
+
+}  // namespace specd

@@ -1,0 +1,131 @@
+#include "spec/draft_cost.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace specd {
+namespace {
+
+// Prior pseudo-counts of the depth-1 estimate (mean 0.5) and the weight with
+// which depth d leans on depth d - 1's estimate.
+constexpr double kPriorWeight = 2.0;
+// Each observation scales the older ones by this, so the estimate follows
+// roughly the last 1 / (1 - kDecay) = 32 steps.
+constexpr double kDecay = 0.97;
+
+}  // namespace
+
+double StepCosts::Target(int n) const {
+  const int m = static_cast<int>(target.size());
+  if (n <= m) return target[std::max(1, n) - 1];
+  if (m == 1) return target[0] * n;
+  const double slope = std::max(0.0, target[m - 1] - target[m - 2]);
+  return target[m - 1] + slope * (n - m);
+}
+
+void StepCosts::Observe(int n, double seconds) {
+  constexpr double kWeight = 0.1;
+  if (!learn || n < 1 || n > static_cast<int>(target.size()) || !(seconds > 0)) return;
+  target[n - 1] += kWeight * (seconds - target[n - 1]);
+}
+
+std::string StepCosts::Summary() const {
+  std::string s;
+  for (int n : {1, 2, 4, 8, 16}) {
+    if (n > static_cast<int>(target.size())) break;
+    s += fmt::format("{}t({}) {:.2f} ms", s.empty() ? "" : ", ", n, Target(n) * 1e3);
+    if (n > 1) s += fmt::format(" ({:.2f}x)", Target(n) / Target(1));
+  }
+  if (draft_step > 0) s += fmt::format(", draft step {:.2f} ms", draft_step * 1e3);
+  return s;
+}
+
+AcceptanceModel::AcceptanceModel(int max_depth)
+    : tried_(std::max(1, max_depth), 0.0), accepted_(std::max(1, max_depth), 0.0) {}
+
+void AcceptanceModel::Observe(int depth, int accepted) {
+  ++steps_;
+  for (size_t d = 0; d < tried_.size(); ++d) {
+    tried_[d] *= kDecay;
+    accepted_[d] *= kDecay;
+  }
+  depth = std::min(depth, max_depth());
+  // Depths 1..accepted were accepted; depth accepted + 1 (if drafted) was
+  // tried and rejected; deeper ones were never reached.
+  for (int d = 1; d <= depth && d <= accepted + 1; ++d) {
+    tried_[d - 1] += 1;
+    if (d <= accepted) accepted_[d - 1] += 1;
+  }
+}
+
+double AcceptanceModel::p(int d) const {
+  double prior = 0.5;
+  double est = prior;
+  for (int i = 1; i <= std::min(d, max_depth()); ++i) {
+    est = (accepted_[i - 1] + kPriorWeight * prior) / (tried_[i - 1] + kPriorWeight);
+    prior = est;
+  }
+  return est;
+}
+
+double AcceptanceModel::ExpectedTokens(int k) const {
+  double e = 1, run = 1, prior = 0.5;
+  for (int d = 1; d <= std::min(k, max_depth()); ++d) {
+    const double pd = (accepted_[d - 1] + kPriorWeight * prior) / (tried_[d - 1] + kPriorWeight);
+    prior = pd;
+    run *= pd;
+    e += run;
+  }
+  return e;
+}
+
+double DepthChoice::predicted_speedup() const {
+  const size_t n = depth.size();
+  if (n == 0 || step_s <= 0 || plain_step_s <= 0) return 1;
+  return (expected_tokens / step_s) / (static_cast<double>(n) / plain_step_s);
+}
+
+DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
+                         const std::vector<int>& max_depth, int other_tokens) {
+  const int n = static_cast<int>(seqs.size());
+  DepthChoice c;
+  c.depth.assign(n, 0);
+  if (n == 0 || costs.target.empty()) return c;
+  // Expected tokens and drafted tokens of the current choice.
+  auto rate = [&](const std::vector<int>& k, double* tokens, double* time) {
+    double e = 0;
+    int fed = other_tokens, drafted = 0;
+    for (int i = 0; i < n; ++i) {
+      e += seqs[i]->ExpectedTokens(k[i]);
+      fed += k[i] + 1;
+      drafted += k[i] > 0 ? k[i] + 1 : 0;
+    }
+    const double t = costs.Target(fed) + drafted * costs.draft_step;
+    if (tokens) *tokens = e;
+    if (time) *time = t;
+    return e / t;
+  };
+  double best = rate(c.depth, &c.expected_tokens, &c.step_s);
+  c.plain_step_s = c.step_s;
+  for (int sweep = 0; sweep < (n == 1 ? 1 : 2); ++sweep) {
+    for (int i = 0; i < n; ++i) {
+      const int keep = c.depth[i];
+      int best_k = keep;
+      for (int k = 0; k <= std::max(0, max_depth[i]); ++k) {
+        c.depth[i] = k;
+        const double r = rate(c.depth, nullptr, nullptr);
+        // Strictly better only: ties keep the shallower (cheaper to be wrong).
+        if (r > best * (1 + 1e-9)) {
+          best = r;
+          best_k = k;
+        }
+      }
+      c.depth[i] = best_k;
+    }
+  }
+  rate(c.depth, &c.expected_tokens, &c.step_s);
+  return c;
+}
+
+}  // namespace specd

@@ -1,0 +1,79 @@
+// The draft-shape choice: how many tokens a sequence should draft this step
+// (a chain of `depth` tokens under the root; 0 = a plain step), from what a
+// step costs on this machine and how often this sequence's drafts are
+// accepted at each depth.
+//
+// A step of a batch whose sequences draft depths k_i costs
+//   t_target(Σ (k_i + 1)) + Σ k_i · t_draft
+// (one target forward over every tree; a draft-head forward per drafted
+// token plus one over the accepted rows) and is expected to yield Σ E_i(k_i) tokens, where
+//   E(k) = 1 + Σ_{j=1..k} Π_{d=1..j} p_d
+// and p_d = P(the draft token at depth d is accepted | depth d-1 was).
+// ChooseDepths maximises expected tokens per second; with no depth that
+// beats a plain step it returns zeros, so speculation never makes a step
+// slower than plain decoding by the model's own estimate.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace specd {
+
+// Measured costs, in seconds.
+struct StepCosts {
+  // target[n - 1]: one target forward over n new tokens with logits for every
+  // token (a verify pass), n = 1..target.size().
+  std::vector<double> target;
+  double draft_step = 0;  // one draft-head forward over one token (0: n-gram)
+  bool learn = true;      // false: Observe changes nothing (fixed costs for tests)
+
+  // Interpolated for n inside the measured range, extended linearly from the
+  // last two points beyond it. REQUIRES: !target.empty(), n >= 1.
+  double Target(int n) const;
+  std::string Summary() const;  // "t(1) 1.20 ms, t(4) 1.90 ms (1.58x), ..."
+  // A forward over n tokens just took `seconds`: moves t(n) a step towards
+  // it, so a start-up measurement disturbed by another process (or a machine
+  // that got busier) corrects itself for the sizes in use. Probes keep the
+  // sizes that are not in use from staying wrong forever.
+  void Observe(int n, double seconds);
+};
+
+// Per-depth acceptance of one sequence's drafts, as decayed counts so that
+// it follows the text as it changes. Depth d's estimate starts from a prior
+// and from depth d - 1's estimate (acceptance rarely rises with depth).
+class AcceptanceModel {
+ public:
+  explicit AcceptanceModel(int max_depth = 16);
+  // A verify step that drafted a chain of `depth` tokens accepted `accepted`
+  // of them (the first `accepted`; a tree counts as its accepted path).
+  void Observe(int depth, int accepted);
+  double p(int d) const;              // d >= 1
+  double ExpectedTokens(int k) const; // E(k), E(0) = 1
+  int max_depth() const { return static_cast<int>(tried_.size()); }
+  int observations() const { return steps_; }
+
+ private:
+  std::vector<double> tried_, accepted_;
+  int steps_ = 0;
+};
+
+struct DepthChoice {
+  std::vector<int> depth;     // per sequence
+  double expected_tokens = 0; // Σ E_i(k_i)
+  double step_s = 0;          // predicted step time
+  double plain_step_s = 0;    // predicted time of the same batch all plain
+  // Predicted tokens/s of this choice over all-plain's.
+  double predicted_speedup() const;
+};
+
+// Coordinate search over the batch: starting from all-plain, each sequence in
+// turn takes the depth in [0, max_depth[i]] that maximises the batch's
+// expected tokens per second with the others fixed; two sweeps. Every depth
+// is tried, not only the next one, because t_target(n) is not concave (one
+// token runs a GEMV, two a GEMM). A batch of one is searched exhaustively.
+// `other_tokens`: tokens the same forward runs for sequences not choosing
+// (prompt chunks, plain sequences).
+DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
+                         const std::vector<int>& max_depth, int other_tokens = 0);
+
+}  // namespace specd

@@ -1,0 +1,126 @@
+#include "spec/draft_cost.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace specd {
+namespace {
+
+// Drafts a chain of `depth` tokens where the token at depth d is accepted
+// with probability q[d - 1] given its parent was; returns how many were.
+int SimulateChain(const std::vector<double>& q, int depth, std::mt19937* rng) {
+  std::uniform_real_distribution<double> u(0, 1);
+  int a = 0;
+  while (a < depth && u(*rng) < q[a]) ++a;
+  return a;
+}
+
+TEST(AcceptanceModelTest, LearnsPerDepthAcceptanceFromChains) {
+  const std::vector<double> q = {0.9, 0.8, 0.6, 0.4};
+  AcceptanceModel m(4);
+  std::mt19937 rng(7);
+  for (int i = 0; i < 4000; ++i) m.Observe(4, SimulateChain(q, 4, &rng));
+  for (int d = 1; d <= 4; ++d) EXPECT_NEAR(m.p(d), q[d - 1], 0.12) << "depth " << d;
+  // E(k) against the mean of simulated steps of depth k.
+  for (int k = 0; k <= 4; ++k) {
+    double sum = 0;
+    const int n = 20000;
+    for (int i = 0; i < n; ++i) sum += 1 + SimulateChain(q, k, &rng);
+    EXPECT_NEAR(m.ExpectedTokens(k), sum / n, 0.25) << "k " << k;
+  }
+}
+
+TEST(AcceptanceModelTest, FollowsAChangeInTheText) {
+  AcceptanceModel m(2);
+  for (int i = 0; i < 200; ++i) m.Observe(2, 2);
+  EXPECT_GT(m.p(1), 0.9);
+  for (int i = 0; i < 200; ++i) m.Observe(2, 0);
+  EXPECT_LT(m.p(1), 0.1);
+  EXPECT_LT(m.ExpectedTokens(2), 1.1);
+}
+
+TEST(AcceptanceModelTest, UntriedDepthsLeanOnShallowerOnes) {
+  AcceptanceModel m(8);
+  for (int i = 0; i < 100; ++i) m.Observe(1, 1);  // only depth 1, always accepted
+  EXPECT_GT(m.p(1), 0.9);
+  EXPECT_NEAR(m.p(5), m.p(1), 1e-9);  // no evidence below depth 1: same estimate
+}
+
+StepCosts Costs(std::vector<double> t, double draft = 0) {
+  StepCosts c;
+  c.target = std::move(t);
+  c.draft_step = draft;
+  return c;
+}
+
+// The best depth for one sequence by brute force, written out.
+int BruteForceDepth(const StepCosts& c, const AcceptanceModel& m, int max_depth) {
+  int best = 0;
+  double best_rate = 1 / c.Target(1);
+  for (int k = 1; k <= max_depth; ++k) {
+    const double rate = m.ExpectedTokens(k) / (c.Target(k + 1) + (k + 1) * c.draft_step);
+    if (rate > best_rate * (1 + 1e-9)) {
+      best_rate = rate;
+      best = k;
+    }
+  }
+  return best;
+}
+
+TEST(ChooseDepthsTest, SingleSequenceMatchesBruteForce) {
+  std::mt19937 rng(3);
+  const std::vector<double> q = {0.95, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5, 0.4};
+  AcceptanceModel m(8);
+  for (int i = 0; i < 500; ++i) m.Observe(8, SimulateChain(q, 8, &rng));
+  // A GEMV/GEMM step at two tokens, then slowly rising: the best depth is
+  // past a local dip, which a search of the next depth only would miss.
+  const std::vector<StepCosts> cases = {
+      Costs({1.0, 1.9, 1.95, 2.0, 2.05, 2.1, 2.2, 2.3, 2.4}),
+      Costs({1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8}, 0.05),
+      Costs({1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0}),
+      Costs({1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0}, 0.3),
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const DepthChoice c = ChooseDepths(cases[i], {&m}, {8});
+    EXPECT_EQ(c.depth[0], BruteForceDepth(cases[i], m, 8)) << "case " << i;
+  }
+  // Verify costs as much as decoding token by token: plain wins.
+  EXPECT_EQ(ChooseDepths(cases[2], {&m}, {8}).depth[0], 0);
+  EXPECT_DOUBLE_EQ(ChooseDepths(cases[2], {&m}, {8}).predicted_speedup(), 1.0);
+  // Free verification and drafting with good acceptance: the deepest chain.
+  EXPECT_EQ(ChooseDepths(Costs(std::vector<double>(9, 1.0)), {&m}, {8}).depth[0], 8);
+  EXPECT_EQ(ChooseDepths(Costs(std::vector<double>(9, 1.0)), {&m}, {3}).depth[0], 3);
+}
+
+TEST(ChooseDepthsTest, BatchNeverPredictsWorseThanPlainAndPrefersGoodSequences) {
+  std::mt19937 rng(5);
+  AcceptanceModel good(6), bad(6);
+  for (int i = 0; i < 500; ++i) {
+    good.Observe(6, SimulateChain({0.95, 0.95, 0.9, 0.9, 0.9, 0.9}, 6, &rng));
+    bad.Observe(6, SimulateChain({0.05, 0.05, 0.05, 0.05, 0.05, 0.05}, 6, &rng));
+  }
+  // Linear-ish verify cost with a fixed part: drafting pays only where
+  // acceptance is high.
+  std::vector<double> t;
+  for (int n = 1; n <= 64; ++n) t.push_back(1.0 + 0.1 * n);
+  const DepthChoice c = ChooseDepths(Costs(t), {&good, &bad, &good, &bad}, {6, 6, 6, 6});
+  EXPECT_GT(c.depth[0], 0);
+  EXPECT_GT(c.depth[2], 0);
+  EXPECT_EQ(c.depth[1], 0);
+  EXPECT_EQ(c.depth[3], 0);
+  EXPECT_GE(c.predicted_speedup(), 1.0);
+  // Prompt tokens in the same step move the cost curve, not the outcome here.
+  const DepthChoice c2 = ChooseDepths(Costs(t), {&good, &bad}, {6, 6}, /*other_tokens=*/20);
+  EXPECT_EQ(c2.depth[1], 0);
+}
+
+TEST(StepCostsTest, InterpolatesInsideAndExtendsBeyond) {
+  const StepCosts c = Costs({1.0, 2.0, 4.0});
+  EXPECT_DOUBLE_EQ(c.Target(1), 1.0);
+  EXPECT_DOUBLE_EQ(c.Target(3), 4.0);
+  EXPECT_DOUBLE_EQ(c.Target(5), 8.0);  // slope of the last two points
+}
+
+}  // namespace
+}  // namespace specd

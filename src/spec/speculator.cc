@@ -1,0 +1,134 @@
+#include "spec/speculator.h"
+
+#include <algorithm>
+
+namespace specd {
+
+Status ValidateSpecOptions(const SpecOptions& options, const Eagle3Head* head) {
+  if (options.algorithm == SpecAlgorithm::kNone) return Status::Ok();
+  RETURN_IF_ERROR(options.tree.Validate());
+  if (options.algorithm == SpecAlgorithm::kEagle3 && head == nullptr)
+    return InvalidArgumentError("EAGLE3 needs --draft-model");
+  return Status::Ok();
+}
+
+Speculator::Speculator(const SpecOptions& options, Eagle3Head* head, const ModelConfig& config)
+    : options_(options),
+      head_(head),
+      eagle_(options.algorithm == SpecAlgorithm::kEagle3),
+      vocab_(config.vocab_size),
+      max_seq_len_(config.max_seq_len),
+      aux_stride_(3 * config.hidden_dim),
+      acceptance_(std::max(options.max_auto_depth, options.tree.num_draft_tokens - 1)) {}
+
+int Speculator::MaxTreeSize(int L) const {
+  const int n = options_.auto_shape ? options_.max_auto_depth + 1 : options_.tree.num_draft_tokens;
+  return L + n <= max_seq_len_ ? n : 1;
+}
+
+void Speculator::Reset() {
+  dstate_ = Eagle3Head::State();
+  tree_ = DraftTree();
+  pending_aux_.clear();
+  pending_next_.clear();
+}
+
+// Runs the draft head over committed rows: row k at position pos0 + k holds
+// (aux[rows[k]], next_tokens[k]). Leaves the last row's outputs in the state.
+Status Speculator::Extend(const float* aux, const std::vector<int>& aux_rows,
+                            const std::vector<int32_t>& next_tokens, int pos0) {
+  const int m = static_cast<int>(next_tokens.size());
+  if (m == 0) return Status::Ok();
+  std::vector<float> rows(static_cast<size_t>(m) * aux_stride_);
+  for (int k = 0; k < m; ++k)
+    std::copy(aux + static_cast<size_t>(aux_rows[k]) * aux_stride_,
+              aux + static_cast<size_t>(aux_rows[k] + 1) * aux_stride_,
+              rows.begin() + static_cast<size_t>(k) * aux_stride_);
+  std::vector<int32_t> pos(m);
+  for (int k = 0; k < m; ++k) pos[k] = pos0 + k;
+  std::vector<float> hid, logits;
+  RETURN_IF_ERROR(head_->Forward(&dstate_, next_tokens, rows.data(), /*from_aux=*/true, pos,
+                                 dstate_.length, {}, &hid, &logits));
+  const int H = head_->hidden_dim(), V = head_->draft_vocab();
+  dstate_.last_hidden.assign(hid.end() - H, hid.end());
+  dstate_.last_logits.assign(logits.end() - V, logits.end());
+  return Status::Ok();
+}
+
+Status Speculator::ExtendPrefill(const float* aux, const std::vector<int32_t>& next_tokens,
+                                   int pos0) {
+  if (!eagle_) return Status::Ok();
+  std::vector<int> rows(next_tokens.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i);
+  return Extend(aux, rows, next_tokens, pos0).WithStage("draft");
+}
+
+Status Speculator::Draft(const std::vector<int32_t>& history, int L, int seq, SeqInput* in,
+                         int depth) {
+  const int32_t root = history.back();
+  tree_ = DraftTree();
+  TreeParams shape = options_.tree;
+  if (depth >= 0) {
+    depth = std::min(depth, MaxTreeSize(L) - 1);
+    shape.num_steps = std::max(1, depth);
+    shape.topk = 1;
+    shape.num_draft_tokens = depth + 1;
+  }
+  if (MaxTreeSize(L) == 1 || depth == 0) {
+    tree_.Add(root, -1, 0.f);
+  } else if (eagle_) {
+    RETURN_IF_ERROR(FlushPending());
+    auto t = DraftEagleTree(*head_, &dstate_, root, L, shape);
+    if (!t.ok()) return std::move(t).TakeStatus().WithStage("draft");
+    tree_ = std::move(t).value();
+  } else {
+    tree_ = NgramDraft(history, shape.num_draft_tokens - 1, options_.ngram);
+  }
+  in->seq = seq;
+  in->tokens = tree_.tokens;
+  in->pos.resize(tree_.size());
+  for (int i = 0; i < tree_.size(); ++i) in->pos[i] = L + tree_.depth[i];
+  in->tree_mask = tree_.size() > 1 ? tree_.AncestorMask() : std::vector<uint8_t>{};
+  in->all_logits = true;
+  return Status::Ok();
+}
+
+SpecStep Speculator::Verify(int seq, int L, const float* logits, const SamplingParams& sampling,
+                            Sampler* sampler) {
+  SpecStep step;
+  step.verify = VerifyTree(tree_, logits, vocab_, sampling, sampler);
+  if (tree_.size() > 1) {
+    int depth = 0;
+    for (int d : tree_.depth) depth = std::max(depth, d);
+    acceptance_.Observe(depth, static_cast<int>(step.verify.path.size()) - 1);
+  }
+  step.kv = KvEdit::KeepPath(seq, L, {step.verify.path.begin(), step.verify.path.end()});
+  return step;
+}
+
+Status Speculator::ExtendAccepted(const VerifyResult& vr, const float* aux, int L) {
+  if (!eagle_) return Status::Ok();
+  if (pending_next_.empty()) pending_pos0_ = L;
+  for (size_t k = 0; k < vr.path.size(); ++k) {
+    const float* row = aux + static_cast<size_t>(vr.path[k]) * aux_stride_;
+    pending_aux_.insert(pending_aux_.end(), row, row + aux_stride_);
+    pending_next_.push_back(k + 1 < vr.path.size() ? tree_.tokens[vr.path[k + 1]]
+                                                   : vr.bonus_token);
+  }
+  // Fixed shapes draft every step: run the head now, as the draft needs it.
+  if (!options_.auto_shape || static_cast<int>(pending_next_.size()) >= kMaxPendingRows)
+    return FlushPending();
+  return Status::Ok();
+}
+
+Status Speculator::FlushPending() {
+  if (pending_next_.empty()) return Status::Ok();
+  std::vector<int> rows(pending_next_.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i);
+  Status s = Extend(pending_aux_.data(), rows, pending_next_, pending_pos0_).WithStage("draft");
+  pending_aux_.clear();
+  pending_next_.clear();
+  return s;
+}
+
+}  // namespace specd

@@ -1,0 +1,95 @@
+// The speculative-decoding state of one sequence, steppable inside a batch.
+// A step is: Draft (a tree rooted at the last verified token, as the
+// sequence's SeqInput: tokens, positions base + depth, ancestor mask, logits
+// for every node) → one target forward over every sequence of the batch →
+// Verify (against this sequence's logits rows; returns the emitted tokens and
+// the accepted-path KV edit, which the caller applies on every rank) →
+// ExtendAccepted (EAGLE-3: feed the accepted rows to the draft head).
+// Nothing here touches the target's KV cache or the engine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/kv_edit.h"
+#include "model/transformer.h"
+#include "spec/draft_cost.h"
+#include "spec/eagle3_head.h"
+#include "spec/spec_options.h"
+#include "spec/verify.h"
+
+namespace specd {
+
+// Checks the options once, before any sequence uses them: the tree flags'
+// ranges, and that EAGLE-3 has a head.
+Status ValidateSpecOptions(const SpecOptions& options, const Eagle3Head* head);
+
+struct SpecStep {
+  VerifyResult verify;
+  KvEdit kv;  // kKeepPath: the accepted path's slots, the rest dropped
+};
+
+class Speculator {
+ public:
+  // REQUIRES: ValidateSpecOptions(options, head).ok() and algorithm != kNone;
+  // head outlives this object.
+  Speculator(const SpecOptions& options, Eagle3Head* head, const ModelConfig& config);
+
+  bool eagle() const { return eagle_; }
+  // Most tokens Draft puts into one verify step at KV length L.
+  int MaxTreeSize(int L) const;
+  // Deepest chain an auto-shaped Draft may take at KV length L.
+  int MaxAutoDepth(int L) const { return MaxTreeSize(L) - 1; }
+
+  // EAGLE-3 prefill bookkeeping (a no-op for n-gram drafting): target rows at
+  // positions [pos0, pos0 + m) just ran; aux points at the first of them in
+  // ForwardOutput::aux_hidden and next_tokens[k] is the token at pos0 + k + 1.
+  Status ExtendPrefill(const float* aux, const std::vector<int32_t>& next_tokens, int pos0);
+  // Forgets the draft state (the sequence's KV was dropped and is re-prefilled).
+  void Reset();
+
+  // Drafts the tree rooted at history.back(), to be verified at KV length L
+  // (the root is not yet in the KV cache), and fills `in` for sequence `seq`.
+  // depth < 0: the configured tree; depth >= 0: a chain of at most `depth`
+  // tokens (0: the root alone, a plain step).
+  Status Draft(const std::vector<int32_t>& history, int L, int seq, SeqInput* in,
+               int depth = -1);
+  // Verifies the drafted tree against its logits rows (tree size, vocab).
+  // The returned edit moves KV slot L + path[k] to L + k and cuts the
+  // sequence to L + accepted + 1 slots.
+  SpecStep Verify(int seq, int L, const float* logits, const SamplingParams& sampling,
+                  Sampler* sampler);
+  // EAGLE-3 only: queues the accepted rows for the draft head. aux is this
+  // sequence's first row in ForwardOutput::aux_hidden of the verify step.
+  // The head runs over the queued rows in one forward when the next draft
+  // needs them (or when kMaxPendingRows have queued up), so plain steps of
+  // an auto-shaped sequence cost no draft-head forward each.
+  Status ExtendAccepted(const VerifyResult& vr, const float* aux, int L);
+
+  const DraftTree& tree() const { return tree_; }
+  // Acceptance of this sequence's drafts by depth (what Verify observed).
+  const AcceptanceModel& acceptance() const { return acceptance_; }
+
+  static constexpr int kMaxPendingRows = 64;
+
+ private:
+  Status Extend(const float* aux, const std::vector<int>& rows,
+                const std::vector<int32_t>& next_tokens, int pos0);
+  Status FlushPending();
+
+  SpecOptions options_;
+  Eagle3Head* head_;
+  bool eagle_;
+  int vocab_, max_seq_len_, aux_stride_;
+  DraftTree tree_;
+  Eagle3Head::State dstate_;
+  AcceptanceModel acceptance_;
+  // Accepted rows not yet run through the draft head: aux rows (m, aux_stride),
+  // the token after each, and the first one's position (they are consecutive).
+  std::vector<float> pending_aux_;
+  std::vector<int32_t> pending_next_;
+  int pending_pos0_ = 0;
+};
+
+}  // namespace specd
