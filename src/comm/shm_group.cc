@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -68,9 +69,11 @@ Status InitMapping(void* base, int world, size_t buffer_bytes) {
     pthread_mutexattr_destroy(&attr);
     if (rc != 0) return ErrnoError("shm group: pthread_mutex_init of rank " + std::to_string(r), rc);
   }
-  // The magic last, so a joiner never sees a half-initialized header as valid.
-  std::atomic_thread_fence(std::memory_order_release);
-  h->magic = shm::kMagic;
+  // The magic last, stored with release (loaded with acquire in MapExisting),
+  // so a joiner never sees a half-initialized header as valid. An atomic
+  // store rather than a fence before a plain one: that was a data race in the
+  // C++ model, and g++ rejects atomic_thread_fence under -fsanitize=thread.
+  std::atomic_ref<uint64_t>(h->magic).store(shm::kMagic, std::memory_order_release);
   return Status::Ok();
 }
 
@@ -125,13 +128,14 @@ StatusOr<std::shared_ptr<ShmRegion>> MapExisting(int fd, const std::string& what
   if (base == MAP_FAILED) return ErrnoError("shm group " + what + ": mmap", err);
   auto region = std::make_shared<ShmRegion>(base, size, -1, "");
   const Header* h = region->header();
-  if (h->magic != shm::kMagic || h->version != shm::kVersion) {
+  const uint64_t magic =
+      std::atomic_ref<uint64_t>(const_cast<uint64_t&>(h->magic)).load(std::memory_order_acquire);
+  if (magic != shm::kMagic || h->version != shm::kVersion) {
     return InvalidArgumentError("shm group " + what + ": bad header (magic/version " +
-                                std::to_string(h->magic) + "/" + std::to_string(h->version) +
+                                std::to_string(magic) + "/" + std::to_string(h->version) +
                                 ", expected " + std::to_string(shm::kMagic) + "/" +
                                 std::to_string(shm::kVersion) + ")");
   }
-  std::atomic_thread_fence(std::memory_order_acquire);
   size_t slot_bytes = 0;
   if (h->world < 1 || h->world > shm::kMaxWorld ||
       h->buffer_bytes < shm::kMinBufferBytes ||
