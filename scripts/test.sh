@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Builds specd and runs the whole test suite (the README's test command).
-#   scripts/test.sh            release build + all tests
-#   scripts/test.sh asan       the same under AddressSanitizer + UBSan
+#   scripts/test.sh            release build + all tests, the clang
+#                              thread-safety check, then the sanitizer subset
+#                              (scripts/test-sanitizers.sh: unit tests under
+#                              ASan+UBSan and the locking modules under TSan)
+#   scripts/test.sh asan       the whole suite under AddressSanitizer + UBSan
+# SPECD_SKIP_SANITIZERS=1 skips the sanitizer subset after the release tests
+# (CI runs it).
 # Reference tests (Python packages in .venv, ../shared/data, mpirun) skip with
 # a message when their reference is missing; with CI=true they fail instead.
 set -euo pipefail
@@ -11,4 +16,10 @@ scripts/setup.sh
 scripts/setup-python.sh
 cmake --preset "$preset"
 cmake --build --preset "$preset"
+if [ "$preset" = release ]; then
+  scripts/check-thread-safety.sh build/release
+fi
 ctest --preset "$preset" -j "$(nproc)"
+if [ "$preset" = release ] && [ "${SPECD_SKIP_SANITIZERS:-0}" != 1 ]; then
+  scripts/test-sanitizers.sh asan tsan
+fi
