@@ -55,7 +55,7 @@ Status PrepareStepCosts(Engine& engine, Eagle3Head* head, const SpecOptions& spe
   if (!spec.auto_shape || spec.algorithm == SpecAlgorithm::kNone) return Status::Ok();
   const int max_tokens = spec.max_auto_depth + 1;
   const std::string key = fmt::format(
-      "model {} | quantize {} | draft {} | binary {} | {} | threads {} | tp {} | tokens {}",
+      "step costs v2 | model {} | quantize {} | draft {} | binary {} | {} | threads {} | tp {} | tokens {}",
       FilesStamp(runner.model_path),
       runner.load.quantize ? static_cast<int>(*runner.load.quantize) : -1,
       draft_model.empty() ? "none" : FilesStamp(draft_model), FilesStamp("/proc/self/exe"),

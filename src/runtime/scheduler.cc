@@ -441,7 +441,8 @@ Status Scheduler::RunBatch() {
         OpTimer timer(&prof, ProfOp::kDraft);
         s = r->spec->Draft(r->history, r->n_kv, r->kv_seq, &in, depth[i]);
       }
-      r->stats.draft_s += draft.Seconds();
+      r->step_draft_s = draft.Seconds();
+      r->stats.draft_s += r->step_draft_s;
       if (!s.ok()) {
         LogStatus(s);
         Finish(*r, "error", s);
@@ -502,13 +503,15 @@ Status Scheduler::RunBatch() {
       const int L = r.n_kv;
       r.stats.target_forwards++;
       Stopwatch verify;
+      double extend_s = 0;
       SpecStep step;
       {
         OpTimer timer(&prof, ProfOp::kVerify);
         step = r.spec->Verify(r.kv_seq, L, logits, r.req.sampling, &r.sampler);
         s = engine_->Apply(std::move(step.kv)).WithStage("verify");
       }
-      r.stats.verify_s += forward_s + verify.Seconds();
+      const double verify_s = verify.Seconds();
+      r.stats.verify_s += forward_s + verify_s;
       const VerifyResult& vr = step.verify;
       if (s.ok()) {
         r.n_kv = L + static_cast<int>(vr.path.size());
@@ -520,12 +523,18 @@ Status Scheduler::RunBatch() {
         for (int p : vr.path) rows.push_back(row0 + p);
         EmitTokens(r, vr.emitted, out_.logits.data(), rows, now);
         if (!r.done()) {
-          Stopwatch draft;
+          Stopwatch extend;
           OpTimer timer(&prof, ProfOp::kDraft);
           s = r.spec->ExtendAccepted(vr, aux, L);
-          r.stats.draft_s += draft.Seconds();
+          extend_s = extend.Seconds();
+          r.stats.draft_s += extend_s;
         }
       }
+      // What drafting, verifying and feeding the head back cost beyond the
+      // target's forward: the cost model's per-draft-token price.
+      if (StepCosts* costs = engine_->mutable_step_costs();
+          costs && options_.spec.auto_shape && r.step_tokens > 1)
+        costs->ObserveDraft(r.step_tokens - 1, r.step_draft_s + verify_s + extend_s);
     } else {
       r.n_kv += 1;
       r.stats.target_forwards++;

@@ -68,8 +68,9 @@ class Sequence {
   // probe drafts anyway (the acceptance estimate only learns from drafts).
   int plain_streak = 0;
   int probe_after = kFirstProbe;
-  static constexpr int kFirstProbe = 16, kLastProbe = 512;
+  static constexpr int kFirstProbe = 32, kLastProbe = 1024;
   double step_predicted_speedup = 1;  // the cost model's, for this step's choice
+  double step_draft_s = 0;            // this step's Draft call
 
   // The plan of the current step: tokens fed, batch index, first token's row.
   int step_tokens = 0, batch_index = -1, token_offset = 0;

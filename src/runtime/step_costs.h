@@ -13,7 +13,7 @@
 
 namespace specd {
 
-// head may be null (n-gram: drafting costs no forward). Takes the median of
+// head may be null (n-gram: drafting costs no forward). Takes the fastest of
 // `reps` timed runs per size after one warm-up run, after a context of
 // `context` tokens; sizes between the measured ones are interpolated.
 StatusOr<StepCosts> MeasureStepCosts(Engine& engine, Eagle3Head* head, int max_tokens = 16,

@@ -13,6 +13,8 @@ constexpr double kPriorWeight = 2.0;
 // Each observation scales the older ones by this, so the estimate follows
 // roughly the last 1 / (1 - kDecay) = 32 steps.
 constexpr double kDecay = 0.97;
+// How much better than the current choice a change must predict.
+constexpr double kMargin = 0.05;
 
 }  // namespace
 
@@ -28,6 +30,12 @@ void StepCosts::Observe(int n, double seconds) {
   constexpr double kWeight = 0.1;
   if (!learn || n < 1 || n > static_cast<int>(target.size()) || !(seconds > 0)) return;
   target[n - 1] += kWeight * (seconds - target[n - 1]);
+}
+
+void StepCosts::ObserveDraft(int depth, double seconds) {
+  constexpr double kWeight = 0.1;
+  if (!learn || depth < 1 || !(seconds >= 0)) return;
+  draft_step += kWeight * (seconds / (depth + 1) - draft_step);
 }
 
 std::string StepCosts::Summary() const {
@@ -112,16 +120,24 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
     for (int i = 0; i < n; ++i) {
       const int keep = c.depth[i];
       int best_k = keep;
+      double best_r = best;
       for (int k = 0; k <= std::max(0, max_depth[i]); ++k) {
         c.depth[i] = k;
         const double r = rate(c.depth, nullptr, nullptr);
         // Strictly better only: ties keep the shallower (cheaper to be wrong).
-        if (r > best * (1 + 1e-9)) {
-          best = r;
+        if (r > best_r * (1 + 1e-9)) {
+          best_r = r;
           best_k = k;
         }
       }
-      c.depth[i] = best_k;
+      // A change must win by kMargin: near break-even the estimates' errors
+      // decide, and a wrong draft costs more than a missed one.
+      if (best_r > best * (1 + kMargin)) {
+        best = best_r;
+        c.depth[i] = best_k;
+      } else {
+        c.depth[i] = keep;
+      }
     }
   }
   rate(c.depth, &c.expected_tokens, &c.step_s);

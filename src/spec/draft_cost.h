@@ -36,6 +36,11 @@ struct StepCosts {
   // that got busier) corrects itself for the sizes in use. Probes keep the
   // sizes that are not in use from staying wrong forever.
   void Observe(int n, double seconds);
+  // A step that drafted `depth` tokens spent `seconds` outside the target's
+  // forward (drafting, verification, feeding the head back): moves
+  // draft_step towards seconds / (depth + 1), the price the cost model
+  // charges per drafted token (plus one for the accepted rows).
+  void ObserveDraft(int depth, double seconds);
 };
 
 // Per-depth acceptance of one sequence's drafts, as decayed counts so that
@@ -68,7 +73,8 @@ struct DepthChoice {
 
 // Coordinate search over the batch: starting from all-plain, each sequence in
 // turn takes the depth in [0, max_depth[i]] that maximises the batch's
-// expected tokens per second with the others fixed; two sweeps. Every depth
+// expected tokens per second with the others fixed, if that beats the current
+// choice by 5 % (near break-even the estimates' errors decide); two sweeps. Every depth
 // is tried, not only the next one, because t_target(n) is not concave (one
 // token runs a GEMV, two a GEMM). A batch of one is searched exhaustively.
 // `other_tokens`: tokens the same forward runs for sequences not choosing

@@ -65,7 +65,8 @@ int BruteForceDepth(const StepCosts& c, const AcceptanceModel& m, int max_depth)
       best = k;
     }
   }
-  return best;
+  // A change from plain must be predicted 5 % faster.
+  return best_rate > (1 / c.Target(1)) * 1.05 ? best : 0;
 }
 
 TEST(ChooseDepthsTest, SingleSequenceMatchesBruteForce) {

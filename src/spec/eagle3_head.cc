@@ -137,7 +137,8 @@ void Eagle3Head::Truncate(State* st, int length) const {
 Status Eagle3Head::Forward(State* st, const std::vector<int32_t>& tokens, const float* hidden,
                            bool from_aux, const std::vector<int32_t>& pos, int n_prefix,
                            const std::vector<std::vector<int>>& visible,
-                           std::vector<float>* out_hidden, std::vector<float>* out_logits) {
+                           std::vector<float>* out_hidden, std::vector<float>* out_logits,
+                           bool last_logits_only) {
   const int n = static_cast<int>(tokens.size());
   const int H = H_, hd = head_dim_, nh = n_heads_, nkv = n_kv_heads_;
   const int qd = nh * hd, kvd = nkv * hd;
@@ -216,9 +217,13 @@ Status Eagle3Head::Forward(State* st, const std::vector<int32_t>& tokens, const 
   kernels::MatMul(w_down_, g.data(), n, o.data(), pool_);
   for (size_t i = 0; i < o.size(); ++i) h[i] += o[i];
   *out_hidden = h;
-  kernels::RmsNorm(h.data(), final_norm_.data(), n, H, eps_, pn.data());
-  out_logits->resize(size_t(n) * draft_vocab_);
-  kernels::MatMul(lm_head_, pn.data(), n, out_logits->data(), pool_);
+  // Logits of the last row only, when that is all the caller keeps: the LM
+  // head over the draft vocabulary is most of a row's cost.
+  const int first = last_logits_only ? n - 1 : 0;
+  kernels::RmsNorm(h.data() + size_t(first) * H, final_norm_.data(), n - first, H, eps_,
+                   pn.data());
+  out_logits->resize(size_t(n - first) * draft_vocab_);
+  kernels::MatMul(lm_head_, pn.data(), n - first, out_logits->data(), pool_);
   return Status::Ok();
 }
 

@@ -55,12 +55,13 @@ class Eagle3Head {
   // st->length + i; it attends to slots [0, n_prefix) and to the slots listed
   // in visible[i] (which must include its own); an empty `visible` means
   // causal: row i sees slots [n_prefix, its own]. hidden: (n, 3·H_target) when
-  // from_aux, else (n, H). Outputs (n, H) and (n, draft_vocab).
+  // from_aux, else (n, H). Outputs (n, H) and (n, draft_vocab), or only the
+  // last row's logits (1, draft_vocab) when last_logits_only.
   // Appends n slots to `st` (Truncate to drop them).
   Status Forward(State* st, const std::vector<int32_t>& tokens, const float* hidden,
                  bool from_aux, const std::vector<int32_t>& pos, int n_prefix,
                  const std::vector<std::vector<int>>& visible, std::vector<float>* out_hidden,
-                 std::vector<float>* out_logits);
+                 std::vector<float>* out_logits, bool last_logits_only = false);
   void Truncate(State* st, int length) const;
 
  private:

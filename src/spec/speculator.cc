@@ -48,7 +48,7 @@ Status Speculator::Extend(const float* aux, const std::vector<int>& aux_rows,
   for (int k = 0; k < m; ++k) pos[k] = pos0 + k;
   std::vector<float> hid, logits;
   RETURN_IF_ERROR(head_->Forward(&dstate_, next_tokens, rows.data(), /*from_aux=*/true, pos,
-                                 dstate_.length, {}, &hid, &logits));
+                                 dstate_.length, {}, &hid, &logits, /*last_logits_only=*/true));
   const int H = head_->hidden_dim(), V = head_->draft_vocab();
   dstate_.last_hidden.assign(hid.end() - H, hid.end());
   dstate_.last_logits.assign(logits.end() - V, logits.end());
@@ -116,16 +116,31 @@ Status Speculator::ExtendAccepted(const VerifyResult& vr, const float* aux, int 
                                                    : vr.bonus_token);
   }
   // Fixed shapes draft every step: run the head now, as the draft needs it.
-  if (!options_.auto_shape || static_cast<int>(pending_next_.size()) >= kMaxPendingRows)
-    return FlushPending();
+  if (!options_.auto_shape) return FlushPending();
+  // Plain steps in a row: keep only the newest kMaxPendingRows (dropping in
+  // chunks, so each row is moved at most once).
+  const int n = static_cast<int>(pending_next_.size());
+  if (n >= 2 * kMaxPendingRows) {
+    const int drop = n - kMaxPendingRows;
+    pending_aux_.erase(pending_aux_.begin(), pending_aux_.begin() + size_t(drop) * aux_stride_);
+    pending_next_.erase(pending_next_.begin(), pending_next_.begin() + drop);
+    pending_pos0_ += drop;
+  }
   return Status::Ok();
 }
 
 Status Speculator::FlushPending() {
   if (pending_next_.empty()) return Status::Ok();
-  std::vector<int> rows(pending_next_.size());
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i);
-  Status s = Extend(pending_aux_.data(), rows, pending_next_, pending_pos0_).WithStage("draft");
+  // At most the newest kMaxPendingRows: positions before them stay out of
+  // the head's cache (its attention sees the slots it has; RoPE positions
+  // stay exact), which costs some draft quality after a long plain stretch
+  // and no head forward per plain step.
+  const int n = static_cast<int>(pending_next_.size());
+  const int skip = std::max(0, n - kMaxPendingRows);
+  std::vector<int> rows(n - skip);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i) + skip;
+  std::vector<int32_t> next(pending_next_.begin() + skip, pending_next_.end());
+  Status s = Extend(pending_aux_.data(), rows, next, pending_pos0_ + skip).WithStage("draft");
   pending_aux_.clear();
   pending_next_.clear();
   return s;

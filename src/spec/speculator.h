@@ -62,16 +62,16 @@ class Speculator {
                   Sampler* sampler);
   // EAGLE-3 only: queues the accepted rows for the draft head. aux is this
   // sequence's first row in ForwardOutput::aux_hidden of the verify step.
-  // The head runs over the queued rows in one forward when the next draft
-  // needs them (or when kMaxPendingRows have queued up), so plain steps of
-  // an auto-shaped sequence cost no draft-head forward each.
+  // Fixed shapes run the head over them at once; auto shapes when the next
+  // draft needs them, over the newest kMaxPendingRows only, so plain steps
+  // cost no draft-head forward.
   Status ExtendAccepted(const VerifyResult& vr, const float* aux, int L);
 
   const DraftTree& tree() const { return tree_; }
   // Acceptance of this sequence's drafts by depth (what Verify observed).
   const AcceptanceModel& acceptance() const { return acceptance_; }
 
-  static constexpr int kMaxPendingRows = 64;
+  static constexpr int kMaxPendingRows = 16;
 
  private:
   Status Extend(const float* aux, const std::vector<int>& rows,
