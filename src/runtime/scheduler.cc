@@ -120,7 +120,7 @@ Status Scheduler::RunToCompletion(const std::function<void()>& after_step) {
   RETURN_IF_ERROR(PrepareStepCosts().WithStage("step costs"));
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (waiting_.empty() && running_.empty()) break;
     }
     Admit();
@@ -158,7 +158,7 @@ StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(ServeRequest req) {
         fmt::format("logprobs: at most {} supported, got {}", kMaxLogprobs, req.logprobs));
   auto stream = std::make_shared<RequestStream>(static_cast<int>(req.prompt.size()));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!failure_.ok())
       return UnavailableError("the engine failed: " + failure_.message());
     if (stopping_) return UnavailableError("the server is shutting down");
@@ -176,7 +176,7 @@ StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(ServeRequest req) {
 
 void Scheduler::Stop(double grace_s) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -187,7 +187,7 @@ void Scheduler::Stop(double grace_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     cancel_all_ = true;
   }
   cv_.notify_all();
@@ -195,12 +195,12 @@ void Scheduler::Stop(double grace_s) {
 }
 
 bool Scheduler::healthy() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return failure_.ok();
 }
 
 Status Scheduler::failure() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return failure_;
 }
 
@@ -208,7 +208,7 @@ void Scheduler::Loop() {
   bool idle = false;
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (cancel_all_) {
         for (Waiting& w : waiting_) w.stream->Cancel();
         for (auto& r : running_) r->stream->Cancel();
@@ -216,7 +216,13 @@ void Scheduler::Loop() {
       if (stopping_ && waiting_.empty() && running_.empty()) break;
       if (waiting_.empty() && running_.empty()) {
         PublishGauges();
-        idle = !cv_.wait_for(lock, kHeartbeatPeriod, [&] { return stopping_ || !waiting_.empty(); });
+        // Written out instead of a predicate lambda, which the thread-safety
+        // analysis would check as a function that does not hold mu_.
+        const auto deadline = std::chrono::steady_clock::now() + kHeartbeatPeriod;
+        while (!stopping_ && waiting_.empty()) {
+          if (cv_.wait_until(mu_, deadline) == std::cv_status::timeout) break;
+        }
+        idle = !stopping_ && waiting_.empty();
         if (!idle) continue;
       }
     }
@@ -244,8 +250,8 @@ void Scheduler::Loop() {
     if (!running_.empty() && out_.seq_row.empty()) {
       // Nothing could run this step (every sequence waits for pages):
       // wait for a cancellation, a finish elsewhere or a new request.
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(20));
+      MutexLock lock(&mu_);
+      cv_.wait_for(mu_, std::chrono::milliseconds(20));
     }
   }
   PublishGauges();
@@ -262,7 +268,7 @@ void Scheduler::Admit() {
   const int ps = kv.page_size();
   const int max_tree =
       options_.spec.algorithm == SpecAlgorithm::kNone ? 1 : options_.spec.tree.num_draft_tokens;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (it->stream->cancelled()) {
       OutputDelta d;
@@ -308,7 +314,7 @@ void Scheduler::Preempt(size_t index) {
   r->n_kv = 0;
   metrics_.preemptions++;
   LOG_DEBUG("scheduler", "KV cache full: preempted a sequence of {} tokens", r->history.size());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Waiting w;
   w.stream = r->stream;
   w.submitted_s = r->submitted_s;
@@ -559,7 +565,7 @@ void Scheduler::FailAll(const Status& s) {
   LogStatus(s);
   for (auto& r : running_) Finish(*r, "error", s);
   running_.clear();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   failure_ = s;
   for (Waiting& w : waiting_) {
     OutputDelta d;

@@ -40,6 +40,7 @@
 
 #include <functional>
 
+#include "base/thread_annotations.h"
 #include "runtime/engine.h"
 #include "runtime/scheduler_metrics.h"
 #include "runtime/scheduler_request.h"
@@ -72,21 +73,21 @@ class Scheduler {
   // submitted request has finished, calling after_step() after each step
   // (where the caller reads its streams and may cancel). Returns the engine's
   // error if a step failed (every request then finished with "error").
-  Status RunToCompletion(const std::function<void()>& after_step);
+  Status RunToCompletion(const std::function<void()>& after_step) EXCLUDES(mu_);
 
   // Thread-safe. Queues a request and returns its stream.
   // InvalidArgument / OutOfRange: the request does not fit the model (message
   // names the field); ResourceExhausted: the queue is full (retry later);
   // Unavailable: stopping, or the engine failed.
-  StatusOr<std::shared_ptr<RequestStream>> Submit(ServeRequest request);
+  StatusOr<std::shared_ptr<RequestStream>> Submit(ServeRequest request) EXCLUDES(mu_);
 
   // Stops accepting requests, lets in-flight ones run for up to grace_s
   // seconds, cancels the rest, and joins the engine loop. Idempotent.
-  void Stop(double grace_s);
+  void Stop(double grace_s) EXCLUDES(mu_);
 
   // False once a step failed; failure() says why.
-  bool healthy() const;
-  Status failure() const;
+  bool healthy() const EXCLUDES(mu_);
+  Status failure() const EXCLUDES(mu_);
   const SchedulerMetrics& metrics() const { return metrics_; }
   const SchedulerOptions& options() const { return options_; }
   // Most tokens a prompt may have (context length - 1, and the KV capacity).
@@ -107,14 +108,14 @@ class Scheduler {
   // Each planned speculating sequence's draft depth this step (-1: its fixed
   // shape), from the cost model, with occasional probes out of plain mode.
   std::vector<int> ChooseDraftDepths(const std::vector<Sequence*>& plan);
-  void Loop();
-  void Admit();
+  void Loop() EXCLUDES(mu_);
+  void Admit() EXCLUDES(mu_);
   Status RunBatch();
-  void Preempt(size_t index);
+  void Preempt(size_t index) EXCLUDES(mu_);
   void Finish(Sequence& r, const std::string& reason, const Status& error = Status::Ok());
   void EmitTokens(Sequence& r, const std::vector<int32_t>& tokens, const float* logits,
                   const std::vector<int>& logit_rows, double now);
-  void FailAll(const Status& s);
+  void FailAll(const Status& s) EXCLUDES(mu_);
   void PublishGauges();
 
   Engine* engine_;
@@ -124,12 +125,12 @@ class Scheduler {
   int max_prompt_tokens_ = 0;
   SchedulerMetrics metrics_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Waiting> waiting_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;        // GUARDED_BY(mu_)
-  bool cancel_all_ = false;      // GUARDED_BY(mu_)
-  Status failure_;               // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<Waiting> waiting_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool cancel_all_ GUARDED_BY(mu_) = false;
+  Status failure_ GUARDED_BY(mu_);
   std::thread thread_;
 
   // Engine loop thread only.
