@@ -5,37 +5,18 @@
 #include "runtime/model_runner.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-
-#include "modelgen/fixture.h"
 #include "runtime/engine.h"
+#include "runtime/tiny_model_test_util.h"
 
 namespace specd {
 namespace {
-
-const std::string& TinyModel() {
-  static const std::string path = [] {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "specd-runner-XXXXXX").string();
-    std::string dir = ::mkdtemp(tmpl.data());
-    FixtureOptions o;
-    o.preset = "tiny";
-    o.format = "safetensors";
-    o.out = dir + "/tiny";
-    o.seed = 11;
-    Status s = MakeFixture(o);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    return o.out;
-  }();
-  return path;
-}
 
 class ModelRunnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     RunnerOptions ro;
-    ro.model_path = TinyModel();
+    ro.model_path = testing_util::TinyModelPath();
     auto r = ModelRunner::Create(ro, comm_.get());
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     runner_ = std::move(r).value();

@@ -10,33 +10,14 @@
 #include <random>
 #include <thread>
 
-#include "modelgen/fixture.h"
 #include "runtime/generate.h"
 #include "runtime/reference_decode.h"
+#include "runtime/tiny_model_test_util.h"
 
 namespace specd {
 namespace {
 
-class TinyModel {
- public:
-  // The "tiny" fixture preset (llama, hidden 64, 2 layers, vocab 256) in a
-  // temporary folder, shared by every test of the binary.
-  static const std::string& Path() {
-    static const std::string path = [] {
-      std::string tmpl = (std::filesystem::temp_directory_path() / "specd-sched-XXXXXX").string();
-      std::string dir = ::mkdtemp(tmpl.data());
-      FixtureOptions o;
-      o.preset = "tiny";
-      o.format = "safetensors";
-      o.out = dir + "/tiny";
-      o.seed = 7;
-      Status s = MakeFixture(o);
-      EXPECT_TRUE(s.ok()) << s.ToString();
-      return o.out;
-    }();
-    return path;
-  }
-};
+using testing_util::TinyModelPath;
 
 struct Rig {
   std::unique_ptr<Communicator> comm = NewLocalCommunicator();
@@ -45,7 +26,7 @@ struct Rig {
 
   explicit Rig(int kv_cache_tokens = 0) {
     RunnerOptions ro;
-    ro.model_path = TinyModel::Path();
+    ro.model_path = TinyModelPath();
     ro.threads = 2;
     ro.kv_cache_tokens = kv_cache_tokens;
     auto r = ModelRunner::Create(ro, comm.get());
