@@ -18,6 +18,7 @@
 #include "base/logging.h"
 #include "kernels/dispatch.h"
 #include "runtime/generate.h"
+#include "runtime/step_costs.h"
 #include "tokenizer/tokenizer.h"
 
 namespace specd::app {
@@ -38,6 +39,7 @@ struct GenerateFlags {
   bool baseline = false;
   bool profile = false;
   std::string verify_cost;  // "1,4,8,16"
+  double oracle_tau = 3;    // --speculative-algorithm ORACLE: mean tokens per step
   int verify_iters = 10;
   SpecFlags spec;
   LaunchFlags launch;
@@ -155,13 +157,38 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo, Mode
   }
   RETURN_IF_ERROR(PrepareStepCosts(engine, head.get(), spec, ro, eo.tp, f.spec.draft_model)
                       .WithStage("step costs"));
+  // ORACLE (benchmarks): a fixed chain of the target's own greedy tokens,
+  // corrupted so that a step yields oracle_tau tokens on average.
+  const bool oracle = spec.algorithm == SpecAlgorithm::kOracle;
+  int oracle_depth = 0;
+  StepCosts oracle_costs;
+  if (oracle) {
+    if (!req.sampling.greedy())
+      return InvalidArgumentError("--speculative-algorithm ORACLE drafts the greedy "
+                                  "continuation: use --temperature 0");
+    spec.auto_shape = false;
+    oracle_depth = spec.tree.num_steps;
+    spec.tree.topk = 1;
+    spec.tree.num_draft_tokens = oracle_depth + 1;
+    if (!(f.oracle_tau >= 1 && f.oracle_tau < oracle_depth + 1))
+      return InvalidArgumentError(fmt::format(
+          "--oracle-tau: must be in [1, {}) for a chain of {} drafted tokens, got {}",
+          oracle_depth + 1, oracle_depth, f.oracle_tau));
+    spec.oracle_accept = OracleAcceptFor(f.oracle_tau, oracle_depth);
+    ASSIGN_OR_RETURN(oracle_costs, MeasureStepCosts(engine, nullptr, oracle_depth + 1));
+  }
   // Plain greedy/sampled decoding of the same request first, for the speedup.
   double baseline_tok_s = 0;
-  if (f.baseline && spec.algorithm != SpecAlgorithm::kNone) {
+  if ((f.baseline || oracle) && spec.algorithm != SpecAlgorithm::kNone) {
     GenerateResult base;
     RETURN_IF_ERROR(Generate(engine, req, [](int32_t) { return true; }, &base)
                         .WithStage("baseline generate"));
     baseline_tok_s = base.stats.decode_tok_s();
+    if (oracle) {
+      spec.oracle_sequence = req.prompt;
+      spec.oracle_sequence.insert(spec.oracle_sequence.end(), base.tokens.begin(),
+                                  base.tokens.end());
+    }
   }
   // Enabled after the baseline, so the profile covers the reported run only.
   runner->profile().Reset();
@@ -224,6 +251,22 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo, Mode
     if (baseline_tok_s > 0) {
       j["stats"]["baseline_decode_tok_s"] = baseline_tok_s;
       j["stats"]["speedup"] = st.decode_tok_s() / baseline_tok_s;
+    }
+    if (oracle) {
+      // Ideal speedup of a drafter with this acceptance: tau tokens per
+      // step at the cost of drafting plus one verify pass of depth + 1
+      // tokens, against one token per plain step (times measured at start).
+      const double tau = st.accept_length_mean();
+      const double steps = std::max(1, st.target_forwards);
+      const double t1 = oracle_costs.Target(1), tn = oracle_costs.Target(oracle_depth + 1);
+      const double ideal = tau * t1 / (st.draft_s / steps + tn);
+      const double speedup = baseline_tok_s > 0 ? st.decode_tok_s() / baseline_tok_s : 0;
+      j["oracle"] = {{"tau_target", f.oracle_tau}, {"tau", tau},
+                     {"accept_p", spec.oracle_accept}, {"depth", oracle_depth},
+                     {"t1_ms", t1 * 1e3}, {"t_verify_ms", tn * 1e3},
+                     {"draft_ms_per_step", st.draft_s / steps * 1e3},
+                     {"ideal_speedup", ideal}, {"speedup", speedup},
+                     {"efficiency", ideal > 0 ? speedup / ideal : 0}};
     }
     if (f.profile) j["profile"] = ProfileJson(runner->profile());
     if (!cost.empty()) {
@@ -328,6 +371,12 @@ void AddGenerateCommand(CLI::App& root, int* exit_code) {
   sub->add_option("--seed", f->seed, "RNG seed: same seed, same output (default 0)");
   sub->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past end-of-sequence tokens");
   AddSpecFlags(sub, &f->spec);
+  sub->add_option("--oracle-tau", f->oracle_tau,
+                  "With --speculative-algorithm ORACLE (benchmarks only): drafts the target's "
+                  "own greedy continuation (computed first, as --baseline), corrupted so that a "
+                  "step yields this many tokens on average (default 3; --speculative-num-steps "
+                  "sets the chain depth, default 5); --json reports the speedup against the "
+                  "ideal tau*t(1)/(t_draft + t_verify)");
   sub->add_flag("--baseline", f->baseline,
                 "Also run plain decoding of the same request first and report the speedup");
   sub->add_flag("--json", f->json,

@@ -412,5 +412,38 @@ TEST(SchedulerAutoShapeTest, BatchedAutoEqualsEachAlone) {
   EXPECT_GT(s.metrics().draft_depth.Get().count, 0u);
 }
 
+// The benchmark oracle drafts the target's own greedy continuation: with
+// every token kept each step commits depth + 1 tokens, with none one, and in
+// between the mean follows 1 + p + ... + p^depth; the output is always
+// plain greedy's.
+TEST(SchedulerOracleTest, AcceptanceFollowsTheCorruptionRate) {
+  Rig rig;
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6};
+  const int n = 200;
+  const std::vector<int32_t> want = ReferenceDecode(*rig.engine, prompt, n);
+  for (double p : {1.0, 0.0, 0.6}) {
+    SpecOptions so;
+    so.algorithm = SpecAlgorithm::kOracle;
+    so.tree.num_steps = 3;
+    so.tree.topk = 1;
+    so.tree.num_draft_tokens = 4;
+    so.oracle_sequence = prompt;
+    so.oracle_sequence.insert(so.oracle_sequence.end(), want.begin(), want.end());
+    so.oracle_accept = p;
+    GenerateRequest g;
+    g.prompt = prompt;
+    g.max_tokens = n;
+    GenerateResult res;
+    ASSERT_TRUE(Generate(*rig.engine, g, [](int32_t) { return true; }, &res, so).ok());
+    EXPECT_EQ(res.tokens, want) << "p " << p;
+    const double tau = res.stats.accept_length_mean();
+    const double expect = 1 + p + p * p + p * p * p;
+    if (p == 1.0) EXPECT_GT(tau, 3.9);  // the last step may be cut by max_tokens
+    else if (p == 0.0) EXPECT_DOUBLE_EQ(tau, 1.0);
+    else EXPECT_NEAR(tau, expect, 0.35) << "p " << p;
+  }
+  EXPECT_NEAR(OracleAcceptFor(1 + 0.6 + 0.36 + 0.216, 3), 0.6, 1e-9);
+}
+
 }  // namespace
 }  // namespace specd

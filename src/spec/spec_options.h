@@ -1,7 +1,9 @@
 // What speculative decoding runs with: the drafter and the draft shape.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "spec/ngram.h"
@@ -9,8 +11,11 @@
 
 namespace specd {
 
-enum class SpecAlgorithm { kNone, kEagle3, kNgram };
-// NONE | EAGLE3 (or EAGLE) | NGRAM, any case; "" is NONE.
+// kOracle is for benchmarks only: it drafts the target's own greedy
+// continuation (known beforehand), corrupted so that acceptance has a chosen
+// rate, to measure the verification machinery apart from draft quality.
+enum class SpecAlgorithm { kNone, kEagle3, kNgram, kOracle };
+// NONE | EAGLE3 (or EAGLE) | NGRAM | ORACLE, any case; "" is NONE.
 StatusOr<SpecAlgorithm> ParseSpecAlgorithm(const std::string& s);
 
 struct SpecOptions {
@@ -22,6 +27,17 @@ struct SpecOptions {
   int max_auto_depth = 8;
   TreeParams tree;
   NgramOptions ngram;
+  // kOracle: prompt + the target's greedy continuation; each drafted token
+  // is the true next token with probability oracle_accept, else a wrong one
+  // (seeded by oracle_seed and the position, so runs repeat).
+  std::vector<int32_t> oracle_sequence;
+  double oracle_accept = 1;
+  uint64_t oracle_seed = 1;
 };
+
+// The per-token acceptance probability p at which a chain of `depth` drafted
+// tokens yields `tau` tokens per step on average: 1 + p + ... + p^depth = tau.
+// REQUIRES: 1 <= tau < depth + 1.
+double OracleAcceptFor(double tau, int depth);
 
 }  // namespace specd

@@ -9,6 +9,8 @@ Status ValidateSpecOptions(const SpecOptions& options, const Eagle3Head* head) {
   RETURN_IF_ERROR(options.tree.Validate());
   if (options.algorithm == SpecAlgorithm::kEagle3 && head == nullptr)
     return InvalidArgumentError("EAGLE3 needs --draft-model");
+  if (options.algorithm == SpecAlgorithm::kOracle && options.oracle_sequence.empty())
+    return InvalidArgumentError("ORACLE drafting needs the target's greedy continuation");
   return Status::Ok();
 }
 
@@ -81,6 +83,8 @@ Status Speculator::Draft(const std::vector<int32_t>& history, int L, int seq, Se
     auto t = DraftEagleTree(*head_, &dstate_, root, L, shape);
     if (!t.ok()) return std::move(t).TakeStatus().WithStage("draft");
     tree_ = std::move(t).value();
+  } else if (options_.algorithm == SpecAlgorithm::kOracle) {
+    tree_ = OracleDraft(history, shape.num_draft_tokens - 1);
   } else {
     tree_ = NgramDraft(history, shape.num_draft_tokens - 1, options_.ngram);
   }
@@ -91,6 +95,26 @@ Status Speculator::Draft(const std::vector<int32_t>& history, int L, int seq, Se
   in->tree_mask = tree_.size() > 1 ? tree_.AncestorMask() : std::vector<uint8_t>{};
   in->all_logits = true;
   return Status::Ok();
+}
+
+DraftTree Speculator::OracleDraft(const std::vector<int32_t>& history, int n) const {
+  DraftTree t;
+  t.Add(history.back(), -1, 0.f);
+  const std::vector<int32_t>& truth = options_.oracle_sequence;
+  int parent = 0;
+  for (int j = 0; j < n && history.size() + j < truth.size(); ++j) {
+    const size_t pos = history.size() + j;
+    // A hash of (seed, position, depth): the same draft for the same step.
+    uint64_t h = options_.oracle_seed * 0x9E3779B97F4A7C15ull ^ (pos * 0xBF58476D1CE4E5B9ull) ^
+                 (static_cast<uint64_t>(j) << 56);
+    h ^= h >> 31;
+    h *= 0x94D049BB133111EBull;
+    h ^= h >> 29;
+    const double u = static_cast<double>(h >> 11) / 9007199254740992.0;
+    const int32_t tok = u < options_.oracle_accept ? truth[pos] : (truth[pos] + 1) % vocab_;
+    parent = t.Add(tok, parent, 0.f);
+  }
+  return t;
 }
 
 SpecStep Speculator::Verify(int seq, int L, const float* logits, const SamplingParams& sampling,

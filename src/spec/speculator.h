@@ -77,6 +77,9 @@ class Speculator {
   Status Extend(const float* aux, const std::vector<int>& rows,
                 const std::vector<int32_t>& next_tokens, int pos0);
   Status FlushPending();
+  // kOracle: a chain of up to n tokens of options_.oracle_sequence after
+  // history (a prefix of it), each kept with probability oracle_accept.
+  DraftTree OracleDraft(const std::vector<int32_t>& history, int n) const;
 
   SpecOptions options_;
   Eagle3Head* head_;
