@@ -7,7 +7,11 @@
 #   bench/spec_oracle.sh [BUILD_DIR]        (default: build/release)
 # Environment: MODELS (space-separated PRESET:DTYPE, default "llama-3.2-1b:q4_0
 # llama-3.2-1b:q8_0"), TAUS (default "1.5 2 3 4"), DEPTH (chain depth, default 5),
-# THREADS (default 2), TOKENS (default 48), MODELS_DIR (default /tmp/specd-models).
+# THREADS (default 2), TOKENS (default 48), MODELS_DIR (default /tmp/specd-models),
+# EXTRA (more generate flags, e.g. --deterministic: on random-weight models the
+# top logits are so close that a verify pass's multi-token kernels often pick
+# another argmax than decoding did, which caps tau unless the kernels are
+# batch-invariant).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +22,7 @@ TAUS=${TAUS:-"1.5 2 3 4"}
 DEPTH=${DEPTH:-5}
 THREADS=${THREADS:-2}
 TOKENS=${TOKENS:-48}
+EXTRA=${EXTRA:-}
 MODELS_DIR=${MODELS_DIR:-/tmp/specd-models}
 [ -x "$SPECD" ] || { echo "spec_oracle: $SPECD not built" >&2; exit 2; }
 mkdir -p "$MODELS_DIR"
@@ -31,12 +36,12 @@ for m in $MODELS; do
   for tau in $TAUS; do
     "$SPECD" generate --model "$model" --threads "$THREADS" --prompt-ids 1,2,3,4,5,6,7,8 \
       --max-tokens "$TOKENS" --ignore-eos --json --speculative-algorithm ORACLE \
-      --oracle-tau "$tau" --speculative-num-steps "$DEPTH" 2>/dev/null |
+      --oracle-tau "$tau" --speculative-num-steps "$DEPTH" $EXTRA 2>/dev/null |
       python3 -c '
 import json, sys
 o = json.load(sys.stdin)["oracle"]
-print(f"{sys.argv[1]:<22} {o[\"tau_target\"]:5.1f} {o[\"tau\"]:6.2f} {o[\"t1_ms\"]:8.2f} "
-      f"{o[\"t_verify_ms\"]:9.2f} {o[\"ideal_speedup\"]:8.2f} {o[\"speedup\"]:8.2f} "
-      f"{o[\"efficiency\"]:10.2f}")' "$preset-$dtype"
+cols = (o["tau_target"], o["tau"], o["t1_ms"], o["t_verify_ms"], o["ideal_speedup"],
+        o["speedup"], o["efficiency"])
+print("%-22s %5.1f %6.2f %8.2f %9.2f %8.2f %8.2f %10.2f" % ((sys.argv[1],) + cols))' "$preset-$dtype"
   done
 done
