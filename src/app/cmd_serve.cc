@@ -63,7 +63,7 @@ Status ServeOnRank0(const ServeFlags& f, const ResolvedEngineOptions& eo,
     runner.SetCaptureLayers(head->aux_layers());
   }
   Status s = PrepareStepCosts(engine, head.get(), so.scheduler.spec, eo.runner, eo.tp,
-                              f.spec.draft_model)
+                              f.spec.draft_model, so.scheduler.max_batch)
                  .WithStage("step costs");
   if (s.ok()) s = srv.Attach(&engine, tok.get(), head.get());
   if (!s.ok()) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -51,9 +52,11 @@ std::string CacheDir() {
 }  // namespace
 
 Status PrepareStepCosts(Engine& engine, Eagle3Head* head, const SpecOptions& spec,
-                        const RunnerOptions& runner, int tp, const std::string& draft_model) {
+                        const RunnerOptions& runner, int tp, const std::string& draft_model,
+                        int max_batch) {
   if (!spec.auto_shape || spec.algorithm == SpecAlgorithm::kNone) return Status::Ok();
-  const int max_tokens = spec.max_auto_depth + 1;
+  const int chain = spec.max_auto_depth + 1;
+  const int max_tokens = std::max(chain, std::min(64, std::max(1, max_batch) * chain));
   const std::string key = fmt::format(
       "step costs v2 | model {} | quantize {} | draft {} | binary {} | {} | threads {} | tp {} | tokens {}",
       FilesStamp(runner.model_path),

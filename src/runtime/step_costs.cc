@@ -37,7 +37,7 @@ StatusOr<StepCosts> MeasureStepCosts(Engine& engine, Eagle3Head* head, int max_t
   RETURN_IF_ERROR(engine.Forward({in}, false, &out).WithStage("step costs"));
   // Measured sizes; the rest is interpolated between them.
   std::vector<int> sizes;
-  for (int n : {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32})
+  for (int n : {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64})
     if (n <= max_tokens) sizes.push_back(n);
   if (sizes.back() != max_tokens) sizes.push_back(max_tokens);
   std::vector<double> at(max_tokens + 1, 0);
