@@ -21,7 +21,12 @@ constexpr std::chrono::milliseconds kHeartbeatPeriod{1000};
 
 Scheduler::Scheduler(Engine* engine, const Tokenizer* tokenizer, Eagle3Head* head,
                      const SchedulerOptions& options)
-    : engine_(engine), tokenizer_(tokenizer), head_(head), options_(options) {
+    : engine_(engine),
+      tokenizer_(tokenizer),
+      head_(head),
+      options_(options),
+      pooled_acceptance_(
+          std::max(options.spec.max_auto_depth, options.spec.tree.num_draft_tokens - 1)) {
   const KvCache& kv = engine_->kv();
   const int kv_tokens = kv.n_pages() * kv.page_size();
   max_prompt_tokens_ = std::min(engine_->config().max_seq_len - 1, kv_tokens - 1);
@@ -92,11 +97,14 @@ std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan
     if (depth[i] < 0) continue;
     Sequence& r = *plan[i];
     int d = depth[i];
-    if (d > 0) {
+    const int deepest = r.spec->MaxAutoDepth(r.n_kv);
+    if (d >= deepest) {
       r.plain_streak = 0;
-      r.probe_after = Sequence::kFirstProbe;
-    } else if (++r.plain_streak >= r.probe_after && r.spec->MaxAutoDepth(r.n_kv) > 0) {
-      d = 1;  // a probe: one draft token, to learn whether drafting pays now
+    } else if (++r.plain_streak >= r.probe_after) {
+      // A probe at the deepest depth: the acceptance of depths never drafted
+      // is only a guess (n-gram drafts especially are often accepted whole or
+      // not at all), so now and then draft them to learn whether they pay.
+      d = deepest;
       r.plain_streak = 0;
       r.probe_after = std::min(2 * r.probe_after, int{Sequence::kLastProbe});
     }
@@ -295,8 +303,16 @@ void Scheduler::Admit() {
     std::unique_ptr<Sequence> r = std::move(w.resumed);
     if (!r) {
       std::unique_ptr<Speculator> spec;
+      // Worth 8 steps of the new sequence's own: it soon speaks for itself.
+      // Not for sampled requests: their choices (and so their random
+      // numbers) must not depend on what else the server ran.
+      const AcceptanceModel prior = pooled_acceptance_.AsPrior(8);
+      const bool use_prior =
+          pooled_acceptance_.observations() > 0 && w.request.sampling.greedy();
       if (options_.spec.algorithm != SpecAlgorithm::kNone)
-        spec = std::make_unique<Speculator>(options_.spec, head_, engine_->config());
+        spec = std::make_unique<Speculator>(
+            options_.spec, head_, engine_->config(),
+            use_prior ? &prior : nullptr);
       r = std::make_unique<Sequence>(std::move(w.request), w.stream, w.submitted_s,
                                      engine_->config().max_seq_len, tokenizer_, std::move(spec));
       r->stats.weight_bytes = engine_->runner().model().weight_bytes();
@@ -521,6 +537,7 @@ Status Scheduler::RunBatch() {
       const double verify_s = verify.Seconds();
       r.stats.verify_s += forward_s + verify_s;
       const VerifyResult& vr = step.verify;
+      if (step.drafted > 0) pooled_acceptance_.Observe(step.drafted, step.accepted);
       if (s.ok()) {
         r.n_kv = L + static_cast<int>(vr.path.size());
         metrics_.accept_length.Observe(static_cast<double>(vr.emitted.size()));

@@ -135,6 +135,10 @@ class Scheduler {
 
   // Engine loop thread only.
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
+  // Acceptance by depth over every sequence's drafts: a new sequence's
+  // starting estimate (drafts are accepted alike across the requests of one
+  // model and drafter far more often than not).
+  AcceptanceModel pooled_acceptance_;
   ForwardOutput out_;
 };
 

@@ -64,8 +64,9 @@ class Sequence {
   double last_token_s = 0;  // 0 until the first token
   double comm_at_first_token = 0;
 
-  // Auto-shaped speculation: plain steps in a row, and after how many a
-  // probe drafts anyway (the acceptance estimate only learns from drafts).
+  // Auto-shaped speculation: steps in a row below the deepest depth, and
+  // after how many a probe drafts it anyway (the acceptance estimate only
+  // learns from drafts).
   int plain_streak = 0;
   int probe_after = kFirstProbe;
   static constexpr int kFirstProbe = 32, kLastProbe = 1024;

@@ -67,6 +67,17 @@ void AcceptanceModel::Observe(int depth, int accepted) {
   }
 }
 
+AcceptanceModel AcceptanceModel::AsPrior(double steps) const {
+  AcceptanceModel m = *this;
+  m.steps_ = 0;
+  const double scale = tried_[0] > steps ? steps / tried_[0] : 1.0;
+  for (size_t d = 0; d < tried_.size(); ++d) {
+    m.tried_[d] *= scale;
+    m.accepted_[d] *= scale;
+  }
+  return m;
+}
+
 double AcceptanceModel::p(int d) const {
   double prior = 0.5;
   double est = prior;
@@ -115,6 +126,7 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
     return e / t;
   };
   double best = rate(c.depth, &c.expected_tokens, &c.step_s);
+  const double plain_rate = best;
   c.plain_step_s = c.step_s;
   for (int sweep = 0; sweep < (n == 1 ? 1 : 2); ++sweep) {
     for (int i = 0; i < n; ++i) {
@@ -130,16 +142,14 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
           best_k = k;
         }
       }
-      // A change must win by kMargin: near break-even the estimates' errors
-      // decide, and a wrong draft costs more than a missed one.
-      if (best_r > best * (1 + kMargin)) {
-        best = best_r;
-        c.depth[i] = best_k;
-      } else {
-        c.depth[i] = keep;
-      }
+      best = best_r;
+      c.depth[i] = best_k;
     }
   }
+  // Drafting must win by kMargin over all-plain: near break-even the
+  // estimates' errors decide, and a wrong draft costs more than a missed one.
+  // (Judged on the whole batch: one sequence's share of a gain may be small.)
+  if (best <= plain_rate * (1 + kMargin)) c.depth.assign(n, 0);
   rate(c.depth, &c.expected_tokens, &c.step_s);
   return c;
 }

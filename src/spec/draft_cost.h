@@ -53,6 +53,9 @@ class AcceptanceModel {
   // of them (the first `accepted`; a tree counts as its accepted path).
   void Observe(int depth, int accepted);
   double p(int d) const;              // d >= 1
+  // A copy whose counts weigh at most `steps` observations: the pooled
+  // acceptance of earlier sequences as a new sequence's starting estimate.
+  AcceptanceModel AsPrior(double steps) const;
   double ExpectedTokens(int k) const; // E(k), E(0) = 1
   int max_depth() const { return static_cast<int>(tried_.size()); }
   int observations() const { return steps_; }
@@ -73,8 +76,9 @@ struct DepthChoice {
 
 // Coordinate search over the batch: starting from all-plain, each sequence in
 // turn takes the depth in [0, max_depth[i]] that maximises the batch's
-// expected tokens per second with the others fixed, if that beats the current
-// choice by 5 % (near break-even the estimates' errors decide); two sweeps. Every depth
+// expected tokens per second with the others fixed; two sweeps; the result
+// stands only if it beats all-plain by 5 % (near break-even the estimates'
+// errors decide). Every depth
 // is tried, not only the next one, because t_target(n) is not concave (one
 // token runs a GEMV, two a GEMM). A batch of one is searched exhaustively.
 // `other_tokens`: tokens the same forward runs for sequences not choosing

@@ -14,14 +14,18 @@ Status ValidateSpecOptions(const SpecOptions& options, const Eagle3Head* head) {
   return Status::Ok();
 }
 
-Speculator::Speculator(const SpecOptions& options, Eagle3Head* head, const ModelConfig& config)
+Speculator::Speculator(const SpecOptions& options, Eagle3Head* head, const ModelConfig& config,
+                       const AcceptanceModel* acceptance)
     : options_(options),
       head_(head),
       eagle_(options.algorithm == SpecAlgorithm::kEagle3),
       vocab_(config.vocab_size),
       max_seq_len_(config.max_seq_len),
       aux_stride_(3 * config.hidden_dim),
-      acceptance_(std::max(options.max_auto_depth, options.tree.num_draft_tokens - 1)) {}
+      acceptance_(std::max(options.max_auto_depth, options.tree.num_draft_tokens - 1)) {
+  if (acceptance != nullptr && acceptance->max_depth() == acceptance_.max_depth())
+    acceptance_ = *acceptance;
+}
 
 int Speculator::MaxTreeSize(int L) const {
   const int n = options_.auto_shape ? options_.max_auto_depth + 1 : options_.tree.num_draft_tokens;
@@ -122,9 +126,9 @@ SpecStep Speculator::Verify(int seq, int L, const float* logits, const SamplingP
   SpecStep step;
   step.verify = VerifyTree(tree_, logits, vocab_, sampling, sampler);
   if (tree_.size() > 1) {
-    int depth = 0;
-    for (int d : tree_.depth) depth = std::max(depth, d);
-    acceptance_.Observe(depth, static_cast<int>(step.verify.path.size()) - 1);
+    for (int d : tree_.depth) step.drafted = std::max(step.drafted, d);
+    step.accepted = static_cast<int>(step.verify.path.size()) - 1;
+    acceptance_.Observe(step.drafted, step.accepted);
   }
   step.kv = KvEdit::KeepPath(seq, L, {step.verify.path.begin(), step.verify.path.end()});
   return step;

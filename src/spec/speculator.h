@@ -28,13 +28,16 @@ Status ValidateSpecOptions(const SpecOptions& options, const Eagle3Head* head);
 struct SpecStep {
   VerifyResult verify;
   KvEdit kv;  // kKeepPath: the accepted path's slots, the rest dropped
+  int drafted = 0, accepted = 0;  // tree depth and accepted draft tokens
 };
 
 class Speculator {
  public:
   // REQUIRES: ValidateSpecOptions(options, head).ok() and algorithm != kNone;
   // head outlives this object.
-  Speculator(const SpecOptions& options, Eagle3Head* head, const ModelConfig& config);
+  // `acceptance`: the starting estimate (e.g. pooled over earlier sequences).
+  Speculator(const SpecOptions& options, Eagle3Head* head, const ModelConfig& config,
+             const AcceptanceModel* acceptance = nullptr);
 
   bool eagle() const { return eagle_; }
   // Most tokens Draft puts into one verify step at KV length L.
@@ -58,6 +61,8 @@ class Speculator {
   // Verifies the drafted tree against its logits rows (tree size, vocab).
   // The returned edit moves KV slot L + path[k] to L + k and cuts the
   // sequence to L + accepted + 1 slots.
+  // When the tree had draft tokens, step.drafted / step.accepted say how deep
+  // it was and how many were accepted (what acceptance() observed).
   SpecStep Verify(int seq, int L, const float* logits, const SamplingParams& sampling,
                   Sampler* sampler);
   // EAGLE-3 only: queues the accepted rows for the draft head. aux is this
