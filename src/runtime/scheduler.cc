@@ -101,10 +101,12 @@ std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan
     if (d >= deepest) {
       r.plain_streak = 0;
     } else if (++r.plain_streak >= r.probe_after) {
-      // A probe at the deepest depth: the acceptance of depths never drafted
-      // is only a guess (n-gram drafts especially are often accepted whole or
-      // not at all), so now and then draft them to learn whether they pay.
-      d = deepest;
+      // A probe: the acceptance of depths never drafted is only a guess, so
+      // now and then draft them to learn whether they pay. N-gram drafts
+      // cost nothing to make and are often accepted whole or not at all:
+      // the deepest chain; an EAGLE-3 draft costs a head forward per token:
+      // two.
+      d = r.spec->eagle() ? std::min(deepest, 2) : deepest;
       r.plain_streak = 0;
       r.probe_after = std::min(2 * r.probe_after, int{Sequence::kLastProbe});
     }
@@ -519,9 +521,15 @@ Status Scheduler::RunBatch() {
       }
       if (r.spec && !r.done()) {
         // Row k of the chunk predicts history[a + k + 1].
-        OpTimer timer(&prof, ProfOp::kDraft);
-        std::vector<int32_t> next(r.history.begin() + a + 1, r.history.begin() + r.n_kv + 1);
-        s = r.spec->ExtendPrefill(aux, next, a);
+        {
+          OpTimer timer(&prof, ProfOp::kDraft);
+          std::vector<int32_t> next(r.history.begin() + a + 1, r.history.begin() + r.n_kv + 1);
+          s = r.spec->ExtendPrefill(aux, next, a);
+        }
+        // The draft head's prefill belongs to the prefill phase: decoding
+        // starts once it is done.
+        if (r.n_kv == r.prefill_end && r.stats.n_generated == 1)
+          r.stats.prefill_s = NowSeconds() - r.started_s;
       }
     } else if (r.spec) {
       const int L = r.n_kv;
