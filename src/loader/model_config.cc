@@ -5,6 +5,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "loader/json_fields.h"
+
 namespace specd {
 namespace {
 
@@ -12,102 +14,8 @@ using json = nlohmann::json;
 
 constexpr const char* kSupportedArchs =
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-    "LlamaForCausalLMEagle3";
-
-const char* JsonTypeName(const json& j) {
-  if (j.is_number_integer()) return "integer";
-  if (j.is_number_float()) return "number";
-  return j.type_name();  // "null", "string", "array", "object", "boolean"
-}
-
-// Typed access to one JSON object, with errors naming the file, the key (with
-// its parent path), the expected and the found type.
-class Fields {
- public:
-  Fields(const json& obj, std::string source, std::string prefix = "")
-      : obj_(obj), source_(std::move(source)), prefix_(std::move(prefix)) {}
-
-  // Absent and null both count as "not set" (HF writes "head_dim": null).
-  bool Has(const char* key) const { return obj_.contains(key) && !obj_[key].is_null(); }
-  const json& At(const char* key) const { return obj_[key]; }
-  std::string Name(const char* key) const { return prefix_ + key; }
-
-  Status Missing(const char* key) const {
-    return NotFoundError(fmt::format("{}: missing required key '{}'", source_, Name(key)));
-  }
-  Status WrongType(const char* key, const char* expected) const {
-    return InvalidArgumentError(fmt::format("{}: key '{}': expected {}, found {}", source_,
-                                            Name(key), expected, JsonTypeName(obj_[key])));
-  }
-
-  StatusOr<int64_t> Int(const char* key) const {
-    if (!Has(key)) return Missing(key);
-    const json& v = obj_[key];
-    if (v.is_number_integer()) return v.get<int64_t>();
-    // 2048.0 is accepted; 2048.5 is not.
-    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
-        std::fabs(v.get<double>()) < 9e15) {
-      return static_cast<int64_t>(v.get<double>());
-    }
-    return WrongType(key, "integer");
-  }
-  StatusOr<int64_t> Int(const char* key, int64_t def) const {
-    if (!Has(key)) return def;
-    return Int(key);
-  }
-  StatusOr<double> Number(const char* key, double def) const {
-    if (!Has(key)) return def;
-    const json& v = obj_[key];
-    if (!v.is_number()) return WrongType(key, "number");
-    return v.get<double>();
-  }
-  StatusOr<bool> Bool(const char* key, bool def) const {
-    if (!Has(key)) return def;
-    const json& v = obj_[key];
-    if (!v.is_boolean()) return WrongType(key, "boolean");
-    return v.get<bool>();
-  }
-  StatusOr<std::string> String(const char* key, const std::string& def) const {
-    if (!Has(key)) return def;
-    const json& v = obj_[key];
-    if (!v.is_string()) return WrongType(key, "string");
-    return v.get<std::string>();
-  }
-  // An integer or a list of integers (eos_token_id); absent -> empty.
-  StatusOr<std::vector<int64_t>> IntOrList(const char* key) const {
-    std::vector<int64_t> out;
-    if (!Has(key)) return out;
-    const json& v = obj_[key];
-    if (v.is_number_integer()) {
-      out.push_back(v.get<int64_t>());
-      return out;
-    }
-    if (!v.is_array()) return WrongType(key, "integer or list of integers");
-    for (const json& e : v) {
-      if (!e.is_number_integer()) {
-        return InvalidArgumentError(fmt::format("{}: key '{}': expected a list of integers, found "
-                                                "an element of type {}",
-                                                source_, Name(key), JsonTypeName(e)));
-      }
-      out.push_back(e.get<int64_t>());
-    }
-    return out;
-  }
-
- private:
-  const json& obj_;
-  std::string source_;
-  std::string prefix_;
-};
-
-// Narrows a parsed integer into an int field, naming the key when it cannot fit.
-Status ToInt(const std::string& source, const std::string& key, int64_t v, int* out) {
-  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
-    return OutOfRangeError(fmt::format("{}: key '{}' = {}: out of range", source, key, v));
-  }
-  *out = static_cast<int>(v);
-  return Status::Ok();
-}
+    "LlamaForCausalLMEagle3, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, "
+    "KimiK25ForConditionalGeneration";
 
 Status ParseRopeScaling(const Fields& cfg, const std::string& source, ModelConfig* c) {
   // transformers >= 5 nests rope settings in "rope_parameters"; older configs
@@ -116,7 +24,7 @@ Status ParseRopeScaling(const Fields& cfg, const std::string& source, ModelConfi
                     : cfg.Has("rope_parameters") ? "rope_parameters" : nullptr;
   if (key == nullptr) return Status::Ok();
   if (!cfg.At(key).is_object()) return cfg.WrongType(key, "object");
-  Fields rs(cfg.At(key), source, std::string(key) + ".");
+  Fields rs(cfg.At(key), source, cfg.Name(key) + ".");
   if (rs.Has("rope_theta")) {
     ASSIGN_OR_RETURN(double theta, rs.Number("rope_theta", 10000.0));
     c->rope_theta = static_cast<float>(theta);
@@ -126,10 +34,12 @@ Status ParseRopeScaling(const Fields& cfg, const std::string& source, ModelConfi
     ASSIGN_OR_RETURN(type, rs.String("type", ""));
   }
   if (type.empty() || type == "default") return Status::Ok();
-  if (type != "llama3" && type != "linear") {
+  const bool mla = c->arch == "deepseek_v2" || c->arch == "deepseek_v3";
+  if (type != "llama3" && type != "linear" && !(type == "yarn" && mla)) {
     return UnsupportedError(fmt::format(
-        "{}: key '{}.rope_type': RoPE scaling '{}' is not supported (supported: llama3, linear)",
-        source, key, type));
+        "{}: key '{}.rope_type': RoPE scaling '{}' is not supported for {} (supported: llama3, "
+        "linear{})",
+        source, cfg.Name(key), type, c->arch, mla ? ", yarn" : "; yarn for DeepSeek-V2/V3 only"));
   }
   RopeScaling& s = c->rope_scaling;
   s.type = type;
@@ -144,7 +54,54 @@ Status ParseRopeScaling(const Fields& cfg, const std::string& source, ModelConfi
     RETURN_IF_ERROR(ToInt(source, key + std::string(".original_max_position_embeddings"), orig,
                           &s.original_max_position));
   }
+  if (type == "yarn") {
+    // Absent keys keep transformers' defaults (beta_fast 32, beta_slow 1).
+    ASSIGN_OR_RETURN(int64_t orig, rs.Int("original_max_position_embeddings"));
+    RETURN_IF_ERROR(ToInt(source, rs.Name("original_max_position_embeddings"), orig,
+                          &s.original_max_position));
+    ASSIGN_OR_RETURN(double beta_fast, rs.Number("beta_fast", 32.0));
+    ASSIGN_OR_RETURN(double beta_slow, rs.Number("beta_slow", 1.0));
+    ASSIGN_OR_RETURN(double mscale, rs.Number("mscale", 0.0));
+    ASSIGN_OR_RETURN(double mscale_all_dim, rs.Number("mscale_all_dim", 0.0));
+    ASSIGN_OR_RETURN(s.truncate, rs.Bool("truncate", true));
+    if (rs.Has("attention_factor")) {
+      return UnsupportedError(fmt::format("{}: key '{}': an explicit YaRN attention_factor is not "
+                                          "supported (it is derived from mscale/mscale_all_dim)",
+                                          source, rs.Name("attention_factor")));
+    }
+    // transformers treats 0 as "absent" for beta_fast/beta_slow.
+    s.beta_fast = beta_fast == 0 ? 32.f : static_cast<float>(beta_fast);
+    s.beta_slow = beta_slow == 0 ? 1.f : static_cast<float>(beta_slow);
+    s.mscale = static_cast<float>(mscale);
+    s.mscale_all_dim = static_cast<float>(mscale_all_dim);
+  }
   return Status::Ok();
+}
+
+// architectures[0], else model_type mapped to its class; "" when neither.
+StatusOr<std::string> ArchitectureName(const Fields& cfg, const std::string& source) {
+  if (cfg.Has("architectures")) {
+    const json& a = cfg.At("architectures");
+    if (!a.is_array()) return cfg.WrongType("architectures", "list of strings");
+    if (!a.empty()) {
+      if (!a[0].is_string()) {
+        return InvalidArgumentError(fmt::format(
+            "{}: key '{}': expected a list of strings, found an element of type {}", source,
+            cfg.Name("architectures"), JsonTypeName(a[0])));
+      }
+      return a[0].get<std::string>();
+    }
+  }
+  ASSIGN_OR_RETURN(std::string model_type, cfg.String("model_type", ""));
+  static const std::pair<const char*, const char*> kTypes[] = {
+      {"llama", "LlamaForCausalLM"},         {"mistral", "MistralForCausalLM"},
+      {"qwen2", "Qwen2ForCausalLM"},         {"qwen3", "Qwen3ForCausalLM"},
+      {"deepseek_v2", "DeepseekV2ForCausalLM"}, {"deepseek_v3", "DeepseekV3ForCausalLM"},
+      {"kimi_k2", "DeepseekV3ForCausalLM"},  {"kimi_k25", "KimiK25ForConditionalGeneration"}};
+  for (const auto& [t, a] : kTypes) {
+    if (model_type == t) return std::string(a);
+  }
+  return model_type;
 }
 
 }  // namespace
@@ -172,6 +129,10 @@ std::vector<float> Llama3RopeFreqFactors(int head_dim, float rope_theta, const R
   return out;
 }
 
+namespace {
+Status ParseDeepseekFields(const Fields& cfg, const std::string& source, ModelConfig* c);
+}  // namespace
+
 StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const std::string& source) {
   json root;
   try {
@@ -183,39 +144,31 @@ StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const std::str
     return CorruptionError(fmt::format("{}: expected a JSON object at the top level, found {}",
                                        source, JsonTypeName(root)));
   }
-  Fields cfg(root, source);
   ModelConfig c;
-
-  // Architecture: architectures[0], else model_type.
+  // Kimi-K2.5 wraps a DeepSeek-V3 text model (text_config) with a vision
+  // tower; its language-model tensors are prefixed "language_model.".
+  const json* obj = &root;
+  std::string key_prefix;
   std::string arch_name;
-  if (cfg.Has("architectures")) {
-    const json& a = root["architectures"];
-    if (!a.is_array()) return cfg.WrongType("architectures", "list of strings");
-    if (!a.empty()) {
-      if (!a[0].is_string()) {
-        return InvalidArgumentError(fmt::format(
-            "{}: key 'architectures': expected a list of strings, found an element of type {}",
-            source, JsonTypeName(a[0])));
-      }
-      arch_name = a[0].get<std::string>();
+  {
+    Fields top(root, source);
+    ASSIGN_OR_RETURN(arch_name, ArchitectureName(top, source));
+    if (arch_name == "KimiK25ForConditionalGeneration") {
+      if (!top.Has("text_config")) return top.Missing("text_config");
+      if (!root["text_config"].is_object()) return top.WrongType("text_config", "object");
+      obj = &root["text_config"];
+      key_prefix = "text_config.";
+      c.tensor_prefix = "language_model.";
+      Fields inner(*obj, source, key_prefix);
+      ASSIGN_OR_RETURN(arch_name, ArchitectureName(inner, source));
+      if (arch_name.empty()) arch_name = "DeepseekV3ForCausalLM";
     }
   }
+  Fields cfg(*obj, source, key_prefix);
   if (arch_name.empty()) {
-    ASSIGN_OR_RETURN(std::string model_type, cfg.String("model_type", ""));
-    if (model_type.empty()) {
-      return NotFoundError(fmt::format(
-          "{}: missing required key 'architectures' (or 'model_type'); supported: {}", source,
-          kSupportedArchs));
-    }
-    static const std::pair<const char*, const char*> kTypes[] = {
-        {"llama", "LlamaForCausalLM"},
-        {"mistral", "MistralForCausalLM"},
-        {"qwen2", "Qwen2ForCausalLM"},
-        {"qwen3", "Qwen3ForCausalLM"}};
-    arch_name = model_type;
-    for (const auto& [t, a] : kTypes) {
-      if (model_type == t) arch_name = a;
-    }
+    return NotFoundError(fmt::format(
+        "{}: missing required key 'architectures' (or 'model_type'); supported: {}", source,
+        kSupportedArchs));
   }
   if (arch_name == "LlamaForCausalLM") {
     c.arch = "llama";
@@ -229,6 +182,10 @@ StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const std::str
     c.qk_norm = true;
   } else if (arch_name == "LlamaForCausalLMEagle3") {
     c.arch = "llama_eagle3";
+  } else if (arch_name == "DeepseekV3ForCausalLM") {
+    c.arch = "deepseek_v3";
+  } else if (arch_name == "DeepseekV2ForCausalLM") {
+    c.arch = "deepseek_v2";
   } else {
     return UnsupportedError(fmt::format("{}: architecture '{}' is not supported (supported: {})",
                                         source, arch_name, kSupportedArchs));
@@ -248,7 +205,10 @@ StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const std::str
   RETURN_IF_ERROR(ToInt(source, "num_key_value_heads", v, &c.n_kv_heads));
   ASSIGN_OR_RETURN(v, cfg.Int("vocab_size"));
   RETURN_IF_ERROR(ToInt(source, "vocab_size", v, &c.vocab_size));
-  if (cfg.Has("head_dim")) {
+  const bool mla = c.arch == "deepseek_v2" || c.arch == "deepseek_v3";
+  if (mla) {
+    RETURN_IF_ERROR(ParseDeepseekFields(cfg, source, &c));
+  } else if (cfg.Has("head_dim")) {
     ASSIGN_OR_RETURN(v, cfg.Int("head_dim"));
     RETURN_IF_ERROR(ToInt(source, "head_dim", v, &c.head_dim));
   } else {
@@ -325,6 +285,70 @@ StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const std::str
 
 namespace {
 
+Status ParseDeepseekFields(const Fields& cfg, const std::string& source, ModelConfig* c) {
+  auto get = [&](const char* key, int64_t def, int* out) -> Status {
+    ASSIGN_OR_RETURN(int64_t v, def < 0 ? cfg.Int(key) : cfg.Int(key, def));
+    return ToInt(source, cfg.Name(key), v, out);
+  };
+  MlaConfig& m = c->mla;
+  RETURN_IF_ERROR(get("q_lora_rank", 0, &m.q_lora_rank));  // null: plain q_proj
+  RETURN_IF_ERROR(get("kv_lora_rank", -1, &m.kv_lora_rank));
+  RETURN_IF_ERROR(get("qk_nope_head_dim", -1, &m.qk_nope_head_dim));
+  RETURN_IF_ERROR(get("qk_rope_head_dim", -1, &m.qk_rope_head_dim));
+  RETURN_IF_ERROR(get("v_head_dim", -1, &m.v_head_dim));
+  c->head_dim = m.qk_rope_head_dim;
+  c->n_kv_heads = c->n_heads;
+  // transformers' DeepseekV3 always rotates interleaved pairs unless
+  // rope_interleave is false; DeepseekV2 always does (complex multiply).
+  ASSIGN_OR_RETURN(bool interleave, cfg.Bool("rope_interleave", true));
+  if (c->arch == "deepseek_v2") interleave = true;
+  c->rope_style = interleave ? RopeStyle::kInterleaved : RopeStyle::kHalf;
+
+  MoeConfig& e = c->moe;
+  RETURN_IF_ERROR(get("n_routed_experts", 0, &e.n_routed_experts));
+  if (e.n_routed_experts == 0) return Status::Ok();
+  RETURN_IF_ERROR(get("n_shared_experts", 0, &e.n_shared_experts));
+  RETURN_IF_ERROR(get("num_experts_per_tok", -1, &e.top_k));
+  RETURN_IF_ERROR(get("moe_intermediate_size", -1, &e.expert_ffn_dim));
+  RETURN_IF_ERROR(get("first_k_dense_replace", 0, &e.first_k_dense));
+  RETURN_IF_ERROR(get("moe_layer_freq", 1, &e.layer_freq));
+  RETURN_IF_ERROR(get("n_group", 1, &e.n_group));
+  RETURN_IF_ERROR(get("topk_group", 1, &e.topk_group));
+  ASSIGN_OR_RETURN(double scale, cfg.Number("routed_scaling_factor", 1.0));
+  e.routed_scaling_factor = static_cast<float>(scale);
+  if (c->arch == "deepseek_v3") {
+    // transformers' DeepseekV3 routes one way only: sigmoid scores, the
+    // correction bias for choice, group-limited top-k.
+    ASSIGN_OR_RETURN(e.scoring, cfg.String("scoring_func", "sigmoid"));
+    ASSIGN_OR_RETURN(e.topk_method, cfg.String("topk_method", "noaux_tc"));
+    ASSIGN_OR_RETURN(e.norm_topk_prob, cfg.Bool("norm_topk_prob", true));
+    if (e.scoring != "sigmoid" || e.topk_method != "noaux_tc") {
+      return UnsupportedError(fmt::format(
+          "{}: routing scoring_func '{}' with topk_method '{}' is not supported for "
+          "DeepseekV3ForCausalLM (supported: sigmoid with noaux_tc)",
+          source, e.scoring, e.topk_method));
+    }
+  } else {
+    // DeepseekV2: softmax scores, greedy or group-limited greedy, and (as in
+    // transformers) no renormalisation of the chosen weights.
+    ASSIGN_OR_RETURN(e.scoring, cfg.String("scoring_func", "softmax"));
+    ASSIGN_OR_RETURN(e.topk_method, cfg.String("topk_method", "greedy"));
+    e.norm_topk_prob = false;
+    if (e.scoring != "softmax" ||
+        (e.topk_method != "greedy" && e.topk_method != "group_limited_greedy")) {
+      return UnsupportedError(fmt::format(
+          "{}: routing scoring_func '{}' with topk_method '{}' is not supported for "
+          "DeepseekV2ForCausalLM (supported: softmax with greedy or group_limited_greedy)",
+          source, e.scoring, e.topk_method));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+namespace {
+
 // Names a ModelConfig field the way the source file spells it: HF keys for
 // config.json, "{arch}.…" keys for GGUF.
 struct KeyNames {
@@ -377,9 +401,23 @@ Status ModelConfig::Validate(const std::string& source) const {
     return bad(key("rope_theta", "rope.freq_base"), rope_theta, "a positive finite number");
   }
   if (!rope_scaling.type.empty()) {
-    if (rope_scaling.type != "llama3" && rope_scaling.type != "linear") {
+    if (rope_scaling.type != "llama3" && rope_scaling.type != "linear" &&
+        !(rope_scaling.type == "yarn" && IsMla())) {
       return bad(key("rope_scaling.rope_type", "rope.scaling.type"), rope_scaling.type,
-                 "'llama3' or 'linear'");
+                 IsMla() ? "'llama3', 'linear' or 'yarn'" : "'llama3' or 'linear'");
+    }
+    if (rope_scaling.type == "yarn") {
+      RETURN_IF_ERROR(range("rope_scaling.original_max_position_embeddings",
+                            "rope.scaling.original_context_length",
+                            rope_scaling.original_max_position, 1, 1 << 24));
+      if (!(rope_scaling.beta_fast > 0.f) || !(rope_scaling.beta_slow > 0.f)) {
+        return bad(key("rope_scaling.beta_fast", nullptr), rope_scaling.beta_fast,
+                   "positive beta_fast and beta_slow");
+      }
+      if (rope_scaling.mscale < 0.f || rope_scaling.mscale_all_dim < 0.f) {
+        return bad(key("rope_scaling.mscale_all_dim", nullptr), rope_scaling.mscale_all_dim,
+                   "non-negative mscale and mscale_all_dim");
+      }
     }
     if (!(rope_scaling.factor > 0.f) || !std::isfinite(rope_scaling.factor)) {
       return bad(key("rope_scaling.factor", "rope.scaling.factor"), rope_scaling.factor,
@@ -408,12 +446,83 @@ Status ModelConfig::Validate(const std::string& source) const {
                  fmt::format("an id below vocab_size ({})", vocab_size));
     }
   }
+  if (arch == "deepseek_v2" || arch == "deepseek_v3") RETURN_IF_ERROR(ValidateMlaMoe(source));
   if (arch == "llama_eagle3") {
     RETURN_IF_ERROR(range("draft_vocab_size", nullptr, draft_vocab_size, 0, vocab_size));
     RETURN_IF_ERROR(range("target_hidden_size", nullptr, target_hidden_size, 0, 1 << 17));
     for (int id : eagle_aux_layer_ids) {
       RETURN_IF_ERROR(range("eagle_config.eagle_aux_hidden_state_layer_ids", nullptr, id, 0, 1023));
     }
+  }
+  return Status::Ok();
+}
+
+Status ModelConfig::ValidateMlaMoe(const std::string& source) const {
+  const bool gguf = EndsWith(source, ".gguf");
+  auto name = [&](const char* hf, const char* gg) {
+    return gguf && gg ? fmt::format("{}.{}", "deepseek2", gg) : std::string(hf);
+  };
+  auto range = [&](const char* hf, const char* gg, int64_t value, int64_t lo, int64_t hi) {
+    if (value < lo || value > hi) {
+      return InvalidArgumentError(fmt::format("{}: {} = {}: expected a value in [{}, {}]", source,
+                                              name(hf, gg), value, lo, hi));
+    }
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(range("q_lora_rank", "attention.q_lora_rank", mla.q_lora_rank, 0, 1 << 16));
+  RETURN_IF_ERROR(range("kv_lora_rank", "attention.kv_lora_rank", mla.kv_lora_rank, 1, 1 << 16));
+  RETURN_IF_ERROR(range("qk_nope_head_dim", nullptr, mla.qk_nope_head_dim, 1, 1024));
+  RETURN_IF_ERROR(range("qk_rope_head_dim", "rope.dimension_count", mla.qk_rope_head_dim, 2, 1024));
+  if (mla.qk_rope_head_dim % 2 != 0) {
+    return InvalidArgumentError(fmt::format("{}: {} = {}: expected an even number (RoPE pairs)",
+                                            source, name("qk_rope_head_dim", "rope.dimension_count"),
+                                            mla.qk_rope_head_dim));
+  }
+  RETURN_IF_ERROR(range("v_head_dim", "attention.value_length", mla.v_head_dim, 1, 1024));
+  if (moe.n_routed_experts == 0) return Status::Ok();
+  RETURN_IF_ERROR(range("n_routed_experts", "expert_count", moe.n_routed_experts, 1, 4096));
+  RETURN_IF_ERROR(range("num_experts_per_tok", "expert_used_count", moe.top_k, 1,
+                        moe.n_routed_experts));
+  RETURN_IF_ERROR(range("n_shared_experts", "expert_shared_count", moe.n_shared_experts, 0, 64));
+  RETURN_IF_ERROR(range("moe_intermediate_size", "expert_feed_forward_length", moe.expert_ffn_dim,
+                        1, 1 << 20));
+  RETURN_IF_ERROR(range("first_k_dense_replace", "leading_dense_block_count", moe.first_k_dense, 0,
+                        n_layers));
+  RETURN_IF_ERROR(range("moe_layer_freq", nullptr, moe.layer_freq, 1, n_layers));
+  RETURN_IF_ERROR(range("n_group", "expert_group_count", moe.n_group, 1, moe.n_routed_experts));
+  if (moe.n_routed_experts % moe.n_group != 0) {
+    return InvalidArgumentError(fmt::format(
+        "{}: {} = {}: expected a divisor of n_routed_experts ({})", source,
+        name("n_group", "expert_group_count"), moe.n_group, moe.n_routed_experts));
+  }
+  RETURN_IF_ERROR(range("topk_group", "expert_group_used_count", moe.topk_group, 1, moe.n_group));
+  const int per_group = moe.n_routed_experts / moe.n_group;
+  if (moe.topk_method == "noaux_tc" && moe.n_group > 1 && per_group < 2) {
+    return InvalidArgumentError(fmt::format(
+        "{}: n_group = {}: noaux_tc group scores sum each group's top 2 experts, so a group needs "
+        "at least 2 of the {} experts",
+        source, moe.n_group, moe.n_routed_experts));
+  }
+  if (moe.topk_method != "greedy" && moe.top_k > moe.topk_group * per_group) {
+    return InvalidArgumentError(fmt::format(
+        "{}: num_experts_per_tok = {}: expected at most topk_group · experts per group ({})", source,
+        moe.top_k, moe.topk_group * per_group));
+  }
+  if (!(moe.routed_scaling_factor > 0.f) || !std::isfinite(moe.routed_scaling_factor)) {
+    return InvalidArgumentError(fmt::format("{}: {} = {}: expected a positive finite number",
+                                            source,
+                                            name("routed_scaling_factor", "expert_weights_scale"),
+                                            moe.routed_scaling_factor));
+  }
+  if (moe.scoring != "softmax" && moe.scoring != "sigmoid") {
+    return InvalidArgumentError(fmt::format("{}: scoring_func = '{}': expected softmax or sigmoid",
+                                            source, moe.scoring));
+  }
+  if (moe.topk_method != "greedy" && moe.topk_method != "group_limited_greedy" &&
+      moe.topk_method != "noaux_tc") {
+    return InvalidArgumentError(fmt::format(
+        "{}: topk_method = '{}': expected greedy, group_limited_greedy or noaux_tc", source,
+        moe.topk_method));
   }
   return Status::Ok();
 }

@@ -1,5 +1,6 @@
-// ModelConfig: one description of a Llama-family model, filled from a Hugging
-// Face config.json or from GGUF metadata, and validated in one place.
+// ModelConfig: one description of a model (the Llama family, or the
+// DeepSeek-V2/V3 family: Kimi-K2, Moonlight), filled from a Hugging Face
+// config.json or from GGUF metadata, and validated in one place.
 #pragma once
 
 #include <cstdint>
@@ -19,15 +20,62 @@ namespace specd {
 enum class RopeStyle { kHalf, kInterleaved };
 
 struct RopeScaling {
-  std::string type;  // "" (none), "llama3", "linear"
+  std::string type;  // "" (none), "llama3", "linear", "yarn"
   float factor = 1.f;
   float low_freq_factor = 1.f;
   float high_freq_factor = 4.f;
   int original_max_position = 8192;
+  // yarn only (transformers' _compute_yarn_parameters; DeepSeek-V3 folds
+  // get_mscale(factor, mscale_all_dim)^2 into the softmax scale).
+  float beta_fast = 32.f;
+  float beta_slow = 1.f;
+  float mscale = 0.f;          // 0: absent
+  float mscale_all_dim = 0.f;  // 0: absent
+  bool truncate = true;        // round the correction range outwards
+};
+
+// Multi-head Latent Attention (DeepSeek-V2/V3). Per token and layer the KV
+// cache holds kv_lora_rank + qk_rope_head_dim values (the normed latent and
+// the rotated shared RoPE key), not per-head K and V.
+struct MlaConfig {
+  int q_lora_rank = 0;  // 0: a plain q_proj (DeepSeek-V2-Lite, Moonlight)
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+  int qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  // Width of one latent cache slot.
+  int latent_dim() const { return kv_lora_rank + qk_rope_head_dim; }
+};
+
+// Mixture of experts (DeepSeek-V2/V3 routing).
+//  scores = softmax or sigmoid(x · router_wᵀ) in f32;
+//  choice = scores + e_score_correction_bias (noaux_tc only; the bias chooses
+//  experts but never weights them); group_limited: keep the topk_group groups
+//  with the best group score (sum of the group's top 2 for noaux_tc, max for
+//  group_limited_greedy), then the top_k experts among them;
+//  weights = scores of the chosen, / their sum if norm_topk_prob, ·
+//  routed_scaling_factor.
+struct MoeConfig {
+  int n_routed_experts = 0;  // 0: dense model
+  int n_shared_experts = 0;
+  int top_k = 0;             // num_experts_per_tok
+  int expert_ffn_dim = 0;    // moe_intermediate_size (shared expert: · n_shared_experts)
+  int first_k_dense = 0;     // first_k_dense_replace: layers below are dense MLPs
+  int layer_freq = 1;        // moe_layer_freq
+  std::string scoring = "softmax";      // "softmax" | "sigmoid"
+  std::string topk_method = "greedy";   // "greedy" | "group_limited_greedy" | "noaux_tc"
+  int n_group = 1;
+  int topk_group = 1;
+  bool norm_topk_prob = false;
+  float routed_scaling_factor = 1.f;
+  bool IsMoeLayer(int layer) const {
+    return n_routed_experts > 0 && layer >= first_k_dense && layer % layer_freq == 0;
+  }
 };
 
 struct ModelConfig {
-  std::string arch;  // "llama", "mistral", "qwen2", "qwen3"
+  std::string arch;  // "llama", "mistral", "qwen2", "qwen3", "deepseek_v2", "deepseek_v3"
   int n_layers = 0;
   int hidden_dim = 0;  // model width (HF hidden_size)
   int ffn_dim = 0;     // HF intermediate_size
@@ -46,6 +94,16 @@ struct ModelConfig {
   int bos_id = -1;
   std::vector<int> eos_ids;
 
+  // DeepSeek-V2/V3 family only (arch deepseek_v2 / deepseek_v3): n_kv_heads ==
+  // n_heads and head_dim == mla.qk_rope_head_dim (the rotated part);
+  // ffn_dim is the dense layers' intermediate size.
+  MlaConfig mla;
+  MoeConfig moe;
+  // Checkpoint tensor names start with this (Kimi-K2.5's "language_model.");
+  // tensors without it (a vision tower) are skipped.
+  std::string tensor_prefix;
+  bool IsMla() const { return mla.kv_lora_rank > 0; }
+
   // EAGLE-3 draft heads only (architectures: ["LlamaForCausalLMEagle3"],
   // arch "llama_eagle3"): n_layers is 1 (the midlayer).
   int draft_vocab_size = 0;     // 0: same as vocab_size
@@ -56,6 +114,9 @@ struct ModelConfig {
   // vocab over 2^24, eps <= 0 ...), naming the key, the value and what was
   // expected. `source` (a file name) prefixes the message.
   Status Validate(const std::string& source) const;
+
+ private:
+  Status ValidateMlaMoe(const std::string& source) const;
 };
 
 // llama3 RoPE scaling as per-pair frequency divisors, as llama.cpp's
@@ -65,8 +126,10 @@ struct ModelConfig {
 std::vector<float> Llama3RopeFreqFactors(int head_dim, float rope_theta, const RopeScaling& s);
 
 // Parses a Hugging Face config.json (text). Supports LlamaForCausalLM,
-// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and
-// LlamaForCausalLMEagle3 (draft heads).
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// LlamaForCausalLMEagle3 (draft heads), DeepseekV2ForCausalLM,
+// DeepseekV3ForCausalLM (Kimi-K2, Moonlight) and
+// KimiK25ForConditionalGeneration (its text_config).
 StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const std::string& source);
 
 }  // namespace specd
