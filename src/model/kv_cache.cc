@@ -5,11 +5,12 @@
 
 namespace specd {
 
-KvCache::KvCache(int n_layers, int kv_dim, int page_size, int n_pages)
-    : n_layers_(n_layers), kv_dim_(kv_dim), page_size_(page_size), n_pages_(n_pages) {
-  size_t n = static_cast<size_t>(n_layers) * n_pages * page_size * kv_dim;
-  k_.assign(n, 0.f);
-  v_.assign(n, 0.f);
+KvCache::KvCache(int n_layers, int k_dim, int v_dim, int page_size, int n_pages)
+    : n_layers_(n_layers), kv_dim_(k_dim), v_dim_(v_dim), page_size_(page_size),
+      n_pages_(n_pages) {
+  size_t slots = static_cast<size_t>(n_layers) * n_pages * page_size;
+  k_.assign(slots * k_dim, 0.f);
+  v_.assign(slots * v_dim, 0.f);
   free_.reserve(n_pages);
   for (int p = n_pages - 1; p >= 0; --p) free_.push_back(p);
 }
@@ -38,8 +39,9 @@ bool KvCache::IsLive(int seq) const {
 }
 
 float* KvCache::PageBase(bool v, int layer, int page) {
-  size_t off = (static_cast<size_t>(layer) * n_pages_ + page) * page_size_ * kv_dim_;
-  return (v ? v_.data() : k_.data()) + off;
+  size_t slot = (static_cast<size_t>(layer) * n_pages_ + page) * page_size_;
+  if (v && v_dim_ > 0) return v_.data() + slot * v_dim_;
+  return k_.data() + slot * kv_dim_;
 }
 
 void KvCache::RebuildPointers(Seq& s) {
@@ -92,14 +94,15 @@ float* KvCache::K(int layer, int seq, int slot) {
 
 float* KvCache::V(int layer, int seq, int slot) {
   const Seq& s = seqs_[seq];
-  return s.v_ptrs[layer][slot / page_size_] + static_cast<size_t>(slot % page_size_) * kv_dim_;
+  if (v_dim_ == 0) return K(layer, seq, slot);
+  return s.v_ptrs[layer][slot / page_size_] + static_cast<size_t>(slot % page_size_) * v_dim_;
 }
 
 void KvCache::MoveSlot(int seq, int src, int dst) {
   if (src == dst) return;
   for (int l = 0; l < n_layers_; ++l) {
     std::memcpy(K(l, seq, dst), K(l, seq, src), sizeof(float) * kv_dim_);
-    std::memcpy(V(l, seq, dst), V(l, seq, src), sizeof(float) * kv_dim_);
+    if (v_dim_ > 0) std::memcpy(V(l, seq, dst), V(l, seq, src), sizeof(float) * v_dim_);
   }
 }
 

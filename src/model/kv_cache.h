@@ -3,8 +3,12 @@
 // Invariants:
 //  - Memory is a pool of `n_pages` pages per layer; page p of layer l holds K
 //    and V for page_size consecutive slots of one sequence, each slot
-//    (n_kv_heads_local, head_dim) f32. A page id means the same page in every
-//    layer, so a sequence has one page table for all layers.
+//    k_dim (Llama: n_kv_heads_local · head_dim) and v_dim f32. A page id means
+//    the same page in every layer, so a sequence has one page table for all
+//    layers.
+//  - v_dim == 0 (Multi-head Latent Attention): a slot holds one latent row of
+//    k_dim values that serves as both key and value; V() and the value pages
+//    alias K's.
 //  - A sequence's slots 0..length-1 are filled, in order; its page table has
 //    ceil(capacity / page_size) pages, capacity >= length.
 //  - Pages are owned by exactly one sequence or by the free list.
@@ -22,10 +26,18 @@ namespace specd {
 class KvCache {
  public:
   // (n_layers, n_pages, page_size, kv_dim) for K and the same for V.
-  KvCache(int n_layers, int kv_dim, int page_size, int n_pages);
+  KvCache(int n_layers, int kv_dim, int page_size, int n_pages)
+      : KvCache(n_layers, kv_dim, kv_dim, page_size, n_pages) {}
+  // K slots of k_dim floats, V slots of v_dim (0: V aliases K).
+  KvCache(int n_layers, int k_dim, int v_dim, int page_size, int n_pages);
 
   int page_size() const { return page_size_; }
-  int kv_dim() const { return kv_dim_; }
+  int kv_dim() const { return kv_dim_; }  // K slot width
+  int v_dim() const { return v_dim_; }    // 0: V aliases K
+  // Bytes one token occupies across all layers.
+  size_t bytes_per_token() const {
+    return sizeof(float) * static_cast<size_t>(n_layers_) * (kv_dim_ + v_dim_);
+  }
   int n_pages() const { return n_pages_; }
   int free_pages() const { return static_cast<int>(free_.size()); }
   int used_pages() const { return n_pages_ - free_pages(); }
@@ -66,8 +78,9 @@ class KvCache {
   float* PageBase(bool v, int layer, int page);
   void RebuildPointers(Seq& s);
 
-  int n_layers_, kv_dim_, page_size_, n_pages_;
-  std::vector<float> k_, v_;  // (n_layers, n_pages, page_size, kv_dim)
+  int n_layers_, kv_dim_, v_dim_, page_size_, n_pages_;
+  std::vector<float> k_;  // (n_layers, n_pages, page_size, kv_dim)
+  std::vector<float> v_;  // (n_layers, n_pages, page_size, v_dim); empty when V aliases K
   std::vector<int> free_;
   std::vector<Seq> seqs_;
 };

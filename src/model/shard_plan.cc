@@ -30,17 +30,36 @@ StatusOr<ShardPlan> ShardPlan::Create(const ModelConfig& c, int rank, int world,
   p.n_kv_heads = kv_end - p.kv_head_begin;
   p.ffn_len = c.ffn_dim / world;
   p.ffn_begin = rank * p.ffn_len;
+  if (c.moe.n_routed_experts > 0) {
+    const int shared = c.moe.expert_ffn_dim * c.moe.n_shared_experts;
+    if (c.moe.expert_ffn_dim % world != 0 || shared % world != 0)
+      return InvalidArgumentError(fmt::format(
+          "tensor parallelism {}: moe_intermediate_size = {} (shared experts: {}) does not divide "
+          "by {}",
+          world, c.moe.expert_ffn_dim, shared, world));
+    p.expert_ffn_len = c.moe.expert_ffn_dim / world;
+    p.expert_ffn_begin = rank * p.expert_ffn_len;
+    p.shared_ffn_len = shared / world;
+    p.shared_ffn_begin = rank * p.shared_ffn_len;
+  }
+  // o_proj's input columns per head: v_head_dim under MLA, else head_dim.
+  const int o_cols = p.n_q_heads * (c.IsMla() ? c.mla.v_head_dim : c.head_dim);
   if (quantized && world > 1) {
+    if (p.expert_ffn_len % 32 != 0 || p.shared_ffn_len % 32 != 0)
+      return InvalidArgumentError(fmt::format(
+          "tensor parallelism {}: each rank's share of an expert is {} columns of down_proj "
+          "(shared experts: {}), not a multiple of the 32-element quantization block",
+          world, p.expert_ffn_len, p.shared_ffn_len));
     if (p.ffn_len % 32 != 0)
       return InvalidArgumentError(fmt::format(
           "tensor parallelism {}: each rank's share of ffn_dim is {} columns of down_proj, not a "
           "multiple of the 32-element Q8_0/Q4_0 block, so quantized blocks cannot be sliced",
           world, p.ffn_len));
-    if ((p.n_q_heads * c.head_dim) % 32 != 0)
+    if (o_cols % 32 != 0)
       return InvalidArgumentError(fmt::format(
           "tensor parallelism {}: each rank's share of o_proj is {} columns, not a multiple of the "
           "32-element Q8_0/Q4_0 block",
-          world, p.n_q_heads * c.head_dim));
+          world, o_cols));
   }
   p.vocab_parallel = world > 1 && c.vocab_size % world == 0;
   p.vocab_len = p.vocab_parallel ? c.vocab_size / world : c.vocab_size;
@@ -49,9 +68,14 @@ StatusOr<ShardPlan> ShardPlan::Create(const ModelConfig& c, int rank, int world,
 }
 
 std::string ShardPlan::ToString() const {
-  return fmt::format("rank {}/{}: q heads [{}, {}), kv heads [{}, {}), ffn [{}, {}), lm head {}",
+  std::string experts =
+      expert_ffn_len > 0 ? fmt::format(", expert units [{}, {}), shared units [{}, {})",
+                                       expert_ffn_begin, expert_ffn_begin + expert_ffn_len,
+                                       shared_ffn_begin, shared_ffn_begin + shared_ffn_len)
+                         : std::string();
+  return fmt::format("rank {}/{}: q heads [{}, {}), kv heads [{}, {}), ffn [{}, {}){}, lm head {}",
                      rank, world, q_head_begin, q_head_begin + n_q_heads, kv_head_begin,
-                     kv_head_begin + n_kv_heads, ffn_begin, ffn_begin + ffn_len,
+                     kv_head_begin + n_kv_heads, ffn_begin, ffn_begin + ffn_len, experts,
                      vocab_parallel ? fmt::format("rows [{}, {})", vocab_begin,
                                                   vocab_begin + vocab_len)
                                     : std::string("replicated"));

@@ -12,6 +12,12 @@
 //    is replicated on world/n_kv_heads ranks (as SGLang and vLLM do).
 //  - The LM head is vocab-parallel when vocab_size divides by the world size
 //    (logits are gathered), else replicated. Embeddings are replicated.
+//  - Multi-head Latent Attention: query heads are split; the latent
+//    projections (q_a, kv_a) are replicated, so every rank holds the whole
+//    latent KV cache; kv_b rows and o_proj columns follow the local heads.
+//  - MoE: every routed expert's and the shared experts' intermediate units are
+//    split like a dense FFN (a range per rank); the router is replicated.
+//    Attention and the MoE block then need one allreduce each per layer.
 // At world size 1 the plan is the whole model.
 #pragma once
 
@@ -26,7 +32,9 @@ struct ShardPlan {
   int rank = 0, world = 1;
   int q_head_begin = 0, n_q_heads = 0;    // local query heads
   int kv_head_begin = 0, n_kv_heads = 0;  // local KV heads
-  int ffn_begin = 0, ffn_len = 0;         // local FFN units
+  int ffn_begin = 0, ffn_len = 0;         // local FFN units (dense layers)
+  int expert_ffn_begin = 0, expert_ffn_len = 0;  // local units of each routed expert
+  int shared_ffn_begin = 0, shared_ffn_len = 0;  // local units of the shared experts
   bool vocab_parallel = false;
   int vocab_begin = 0, vocab_len = 0;     // local LM-head rows
 

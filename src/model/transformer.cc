@@ -5,79 +5,17 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/ops.h"
 #include "model/rope.h"
 
 namespace specd {
 namespace {
-
-std::string LayerName(int l, const char* suffix) {
-  return fmt::format("model.layers.{}.{}", l, suffix);
-}
-
-// Reads a 1-D float tensor (any float dtype) of `n` elements, elements
-// [begin, begin + len).
-Status ReadVector(const Checkpoint& ck, const std::string& name, int64_t n, int64_t begin,
-                  int64_t len, std::vector<float>* out) {
-  ASSIGN_OR_RETURN(TensorView t, ck.Get(name, {n}));
-  if (IsQuantized(t.dtype) || t.dtype == DType::kI64 || t.dtype == DType::kI32 ||
-      t.dtype == DType::kBool || t.dtype == DType::kI8) {
-    return UnsupportedError(fmt::format("{}: tensor {} has dtype {}, expected f32, f16 or bf16",
-                                        ck.path(), name, DTypeName(t.dtype)));
-  }
-  std::vector<float> all(static_cast<size_t>(n));
-  DequantizeRow(t.dtype, t.data, all.data(), n);
-  out->assign(all.begin() + begin, all.begin() + begin + len);
-  return Status::Ok();
-}
-
-// Binds rows [row_begin, row_begin + row_len) and columns [col_begin,
-// col_begin + col_len) of the (out_full, in_full) weight `name`.
-Status BindLinear(const Checkpoint& ck, const std::string& name, int64_t out_full,
-                  int64_t in_full, int64_t row_begin, int64_t row_len, int64_t col_begin,
-                  int64_t col_len, Linear* lin) {
-  ASSIGN_OR_RETURN(TensorView w, ck.Get(name, {out_full, in_full}));
-  if (w.dtype != DType::kF32 && w.dtype != DType::kF16 && w.dtype != DType::kBF16 &&
-      !IsQuantized(w.dtype)) {
-    return UnsupportedError(fmt::format("{}: weight {} has dtype {}, expected a float or Q8_0/Q4_0",
-                                        ck.path(), name, DTypeName(w.dtype)));
-  }
-  lin->w = w;
-  lin->w.shape = {row_len, col_len};
-  if (col_begin == 0 && col_len == in_full) {
-    lin->w.data = w.row(row_begin);
-  } else {
-    int block = DTypeBlockElems(w.dtype);
-    if (col_begin % block != 0 || col_len % block != 0) {
-      return InvalidArgumentError(fmt::format(
-          "{}: cannot slice columns [{}, {}) of {} ({}): not on {}-element block boundaries",
-          ck.path(), col_begin, col_begin + col_len, name, DTypeName(w.dtype), block));
-    }
-    size_t out_row = RowBytes(w.dtype, col_len);
-    size_t skip = RowBytes(w.dtype, col_begin);
-    lin->owned.resize(out_row * static_cast<size_t>(row_len));
-    for (int64_t r = 0; r < row_len; ++r)
-      std::memcpy(lin->owned.data() + r * out_row, w.row(row_begin + r) + skip, out_row);
-    lin->w.data = lin->owned.data();
-  }
-  lin->w.nbytes = lin->w.row_bytes() * static_cast<size_t>(row_len);
-  std::string bias_name = name.substr(0, name.size() - std::string("weight").size()) + "bias";
-  if (ck.Has(bias_name)) {
-    RETURN_IF_ERROR(ReadVector(ck, bias_name, out_full, row_begin, row_len, &lin->bias));
-  }
-  return Status::Ok();
-}
 
 void AddBias(const std::vector<float>& bias, int n_tokens, float* y) {
   if (bias.empty()) return;
   size_t n = bias.size();
   for (int t = 0; t < n_tokens; ++t)
     for (size_t i = 0; i < n; ++i) y[t * n + i] += bias[i];
-}
-
-template <typename T>
-T* Grow(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-  return v.data();
 }
 
 }  // namespace
@@ -102,11 +40,7 @@ Status Transformer::Bind(const Checkpoint& ck) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_dim, hd = c.head_dim;
   const int64_t q_full = int64_t{c.n_heads} * hd, kv_full = int64_t{c.n_kv_heads} * hd;
-  ASSIGN_OR_RETURN(embed_, ck.Get("model.embed_tokens.weight", {c.vocab_size, H}));
-  std::string head_name = ck.Has("lm_head.weight") ? "lm_head.weight" : "model.embed_tokens.weight";
-  ASSIGN_OR_RETURN(lm_head_, ck.Get(head_name, {c.vocab_size, H}));
-  RETURN_IF_ERROR(ReadVector(ck, "model.norm.weight", H, 0, H, &final_norm_));
-  weight_bytes_ = lm_head_.row_bytes() * static_cast<size_t>(plan_.vocab_len);
+  RETURN_IF_ERROR(BindCommon(ck));
 
   layers_.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; ++l) {
@@ -134,56 +68,20 @@ Status Transformer::Bind(const Checkpoint& ck) {
   return Status::Ok();
 }
 
-Status Transformer::NormAndAllReduce(float* partial, const float* norm_w, int n_tokens) {
-  const int H = config_.hidden_dim;
-  if (options_.fuse_allreduce_norm) {
-    return comm_->AllReduceResidualRmsNorm(partial, x_.data(), norm_w, config_.norm_eps, n_tokens,
-                                           H, xn_.data());
-  }
-  RETURN_IF_ERROR(comm_->AllReduce(partial, partial, static_cast<size_t>(n_tokens) * H,
-                                   CommDType::kF32));
-  float* x = x_.data();
-  for (size_t i = 0; i < static_cast<size_t>(n_tokens) * H; ++i) x[i] += partial[i];
-  kernels::RmsNorm(x, norm_w, n_tokens, H, config_.norm_eps, xn_.data());
-  return Status::Ok();
-}
-
 Status Transformer::Forward(const std::vector<SeqInput>& batch, KvCache* kv, ForwardOutput* out) {
   const ModelConfig& c = config_;
   const int H = c.hidden_dim, hd = c.head_dim;
   const int nq = plan_.n_q_heads, nkv = plan_.n_kv_heads;
   const int qd = nq * hd, kvd = nkv * hd, fd = plan_.ffn_len;
 
-  // Lay the batch out as one (T, ...) activation matrix.
-  int T = 0;
-  std::vector<int> offset(batch.size()), length(batch.size());
-  for (size_t s = 0; s < batch.size(); ++s) {
-    const SeqInput& in = batch[s];
-    if (in.tokens.empty()) return InvalidArgumentError("forward: sequence with no tokens");
-    if (!in.pos.empty() && in.pos.size() != in.tokens.size())
-      return InvalidArgumentError(fmt::format("forward: {} positions for {} tokens", in.pos.size(),
-                                              in.tokens.size()));
-    size_t n = in.tokens.size();
-    if (!in.tree_mask.empty() && in.tree_mask.size() != n * n)
-      return InvalidArgumentError(
-          fmt::format("forward: tree mask has {} entries, expected {}", in.tree_mask.size(), n * n));
-    for (int32_t tok : in.tokens) {
-      if (tok < 0 || tok >= c.vocab_size)
-        return InvalidArgumentError(
-            fmt::format("token id {} out of range: vocabulary has {} tokens", tok, c.vocab_size));
-    }
-    offset[s] = T;
-    length[s] = kv->Length(in.seq);
-    if (length[s] + static_cast<int>(n) > c.max_seq_len)
-      return OutOfRangeError(fmt::format("sequence of {} tokens exceeds the context length {}",
-                                         length[s] + n, c.max_seq_len));
-    T += static_cast<int>(n);
-  }
-  for (size_t s = 0; s < batch.size(); ++s)
-    RETURN_IF_ERROR(kv->Reserve(batch[s].seq, static_cast<int>(batch[s].tokens.size())));
-
-  float* x = Grow(x_, size_t(T) * H);
-  float* xn = Grow(xn_, size_t(T) * H);
+  ASSIGN_OR_RETURN(BatchLayout layout, LayoutBatch(batch, kv));
+  const int T = layout.T;
+  const std::vector<int>& offset = layout.offset;
+  const std::vector<int>& length = layout.length;
+  Embed(batch, layout);
+  float* x = x_.data();
+  float* xn = xn_.data();
+  const int32_t* pos = pos_.data();
   float* q = Grow(q_, size_t(T) * qd);
   float* k = Grow(k_, size_t(T) * kvd);
   float* v = Grow(v_, size_t(T) * kvd);
@@ -191,29 +89,9 @@ Status Transformer::Forward(const std::vector<SeqInput>& batch, KvCache* kv, For
   float* o = Grow(o_, size_t(T) * H);
   float* gate = Grow(gate_, size_t(T) * fd);
   float* up = Grow(up_, size_t(T) * fd);
-  int32_t* pos = Grow(pos_, size_t(T));
-
   OpProfile* prof = profile_;
-  for (size_t s = 0; s < batch.size(); ++s) {
-    OpTimer timer(prof, ProfOp::kEmbed);
-    const SeqInput& in = batch[s];
-    for (size_t i = 0; i < in.tokens.size(); ++i) {
-      int t = offset[s] + static_cast<int>(i);
-      pos[t] = in.pos.empty() ? length[s] + static_cast<int>(i) : in.pos[i];
-      DequantizeRow(embed_.dtype, embed_.row(in.tokens[i]), x + size_t(t) * H, H);
-    }
-  }
 
-  const size_t n_cap = capture_.size();
-  if (n_cap) out->aux_hidden.assign(size_t(T) * n_cap * H, 0.f);
-  auto capture = [&](int layer) {
-    for (size_t ci = 0; ci < n_cap; ++ci) {
-      if (capture_[ci] != layer) continue;
-      for (int t = 0; t < T; ++t)
-        std::memcpy(&out->aux_hidden[(size_t(t) * n_cap + ci) * H], x + size_t(t) * H,
-                    sizeof(float) * H);
-    }
-  };
+  if (!capture_.empty()) out->aux_hidden.assign(size_t(T) * capture_.size() * H, 0.f);
 
   const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
   {
@@ -222,7 +100,7 @@ Status Transformer::Forward(const std::vector<SeqInput>& batch, KvCache* kv, For
   }
   for (int l = 0; l < c.n_layers; ++l) {
     Layer& L = layers_[l];
-    capture(l);
+    Capture(l, T, out);
     {
       OpTimer timer(prof, ProfOp::kMatQkv);
       kernels::MatMul(L.wq.w, xn, T, q, pool_);
@@ -283,40 +161,8 @@ Status Transformer::Forward(const std::vector<SeqInput>& batch, KvCache* kv, For
     RETURN_IF_ERROR(
         NormAndAllReduce(o, next_norm, T).WithStage(fmt::format("layer {} mlp allreduce", l)));
   }
-  capture(c.n_layers);
-  for (size_t s = 0; s < batch.size(); ++s)
-    kv->Advance(batch[s].seq, static_cast<int>(batch[s].tokens.size()));
-
-  // Logits for the requested rows; xn holds the final-normed hidden states.
-  std::vector<int> rows;
-  out->seq_row.assign(batch.size(), 0);
-  for (size_t s = 0; s < batch.size(); ++s) {
-    out->seq_row[s] = static_cast<int>(rows.size());
-    int n = static_cast<int>(batch[s].tokens.size());
-    for (int i = batch[s].all_logits ? 0 : n - 1; i < n; ++i) rows.push_back(offset[s] + i);
-  }
-  OpTimer head_timer(prof, ProfOp::kLmHead);
-  const int R = static_cast<int>(rows.size());
-  float* hr = Grow(att_, size_t(R) * H);  // att is free now; reuse as (R, H)
-  for (int r = 0; r < R; ++r)
-    std::memmove(hr + size_t(r) * H, xn + size_t(rows[r]) * H, sizeof(float) * H);
-  const int V = c.vocab_size;
-  out->logits.resize(size_t(R) * V);
-  if (!plan_.vocab_parallel) {
-    kernels::MatMul(lm_head_, hr, R, out->logits.data(), pool_);
-    return Status::Ok();
-  }
-  const int Vl = plan_.vocab_len, W = plan_.world;
-  float* local = Grow(logits_local_, size_t(R) * Vl);
-  kernels::MatMulRows(lm_head_, plan_.vocab_begin, plan_.vocab_begin + Vl, hr, R, local, pool_);
-  float* all = Grow(gathered_, size_t(W) * R * Vl);
-  RETURN_IF_ERROR(comm_->AllGather(local, all, size_t(R) * Vl, CommDType::kF32)
-                      .WithStage("lm head allgather"));
-  for (int w = 0; w < W; ++w)
-    for (int r = 0; r < R; ++r)
-      std::memcpy(&out->logits[size_t(r) * V + size_t(w) * Vl], all + (size_t(w) * R + r) * Vl,
-                  sizeof(float) * Vl);
-  return Status::Ok();
+  Capture(c.n_layers, T, out);
+  return Finish(batch, layout, kv, out);
 }
 
 }  // namespace specd

@@ -39,15 +39,15 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
   // Off always succeeds; on only where the probe chose AMX (SPECD_AMX=0 and
   // unsupported CPUs stay off, logged once by the probe).
   kernels::SetAmx(options.amx && GetKernelPaths().amx_int8);
-  auto model = Transformer::Create(*r->ckpt_, *plan, comm, r->pool_.get(), options.transformer);
+  auto model = CreateModel(*r->ckpt_, *plan, comm, r->pool_.get(), options.transformer);
   if (!model.ok()) return std::move(model).TakeStatus().WithStage("load weights");
   r->model_ = std::move(model).value();
   r->model_->SetProfile(&r->profile_);
   int tokens = options.kv_cache_tokens > 0 ? options.kv_cache_tokens
                                            : std::min(c.max_seq_len, 8192) * 4;
   int pages = (tokens + options.page_size - 1) / options.page_size;
-  r->kv_ = std::make_unique<KvCache>(c.n_layers, r->model_->kv_dim_local(), options.page_size,
-                                     pages);
+  r->kv_ = std::make_unique<KvCache>(c.n_layers, r->model_->kv_k_dim(), r->model_->kv_v_dim(),
+                                     options.page_size, pages);
   LOG_INFO("load weights", "{} ({}, {} layers, hidden {}, vocab {}): {:.1f} MiB of weights on this "
            "rank, KV cache {} tokens, loaded in {:.2f} s",
            options.model_path, c.arch, c.n_layers, c.hidden_dim, c.vocab_size,

@@ -11,7 +11,7 @@
 #include "kernels/thread_pool.h"
 #include "loader/checkpoint.h"
 #include "model/kv_cache.h"
-#include "model/transformer.h"
+#include "model/model.h"
 #include "runtime/step.h"
 
 namespace specd {
@@ -52,7 +52,7 @@ class ModelRunner {
 
   const ModelConfig& config() const { return model_->config(); }
   const Checkpoint& checkpoint() const { return *ckpt_; }
-  Transformer& model() { return *model_; }
+  Model& model() { return *model_; }
   KvCache& kv() { return *kv_; }
   Communicator* comm() { return comm_; }
   kernels::ThreadPool* pool() { return pool_.get(); }
@@ -63,7 +63,7 @@ class ModelRunner {
   ModelRunner() = default;
   std::unique_ptr<Checkpoint> ckpt_;
   std::unique_ptr<kernels::ThreadPool> pool_;
-  std::unique_ptr<Transformer> model_;
+  std::unique_ptr<Model> model_;
   std::unique_ptr<KvCache> kv_;
   Communicator* comm_ = nullptr;
   std::vector<int> capture_layers_;

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "model/transformer.h"
+#include "model/model.h"
 #include "runtime/scheduler_request.h"
 #include "runtime/scheduler_stop.h"
 #include "sampling/sampler.h"

@@ -10,7 +10,7 @@
 
 #include "base/status.h"
 #include "model/kv_edit.h"
-#include "model/transformer.h"
+#include "model/model.h"
 
 namespace specd {
 

@@ -26,7 +26,7 @@ Status ReadFloats(const Checkpoint& ck, const std::string& name, int64_t n,
 }  // namespace
 
 StatusOr<std::unique_ptr<Eagle3Head>> Eagle3Head::Create(const std::string& path,
-                                                         const Transformer& target,
+                                                         const Model& target,
                                                          const LoadOptions& load,
                                                          kernels::ThreadPool* pool) {
   std::unique_ptr<Eagle3Head> h(new Eagle3Head());

@@ -21,7 +21,7 @@
 
 #include "kernels/thread_pool.h"
 #include "loader/checkpoint.h"
-#include "model/transformer.h"
+#include "model/model.h"
 
 namespace specd {
 
@@ -38,7 +38,7 @@ class Eagle3Head {
   // Loads the head at `path` (folder with config.json + safetensors) for
   // `target`, whose embedding it shares unless it has embed_tokens.weight.
   static StatusOr<std::unique_ptr<Eagle3Head>> Create(const std::string& path,
-                                                      const Transformer& target,
+                                                      const Model& target,
                                                       const LoadOptions& load,
                                                       kernels::ThreadPool* pool);
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "model/tiny_llama_test_util.h"
+#include "model/transformer.h"
 
 namespace specd {
 namespace {

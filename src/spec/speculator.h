@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "model/kv_edit.h"
-#include "model/transformer.h"
+#include "model/model.h"
 #include "spec/draft_cost.h"
 #include "spec/eagle3_head.h"
 #include "spec/spec_options.h"
