@@ -10,6 +10,7 @@
 #include "base/logging.h"
 #include "base/mapped_file.h"
 #include "loader/checkpoint_internal.h"
+#include "loader/gguf_deepseek2.h"
 #include "loader/gguf_reader.h"
 #include "loader/weight_names.h"
 
@@ -97,7 +98,7 @@ Status ConfigFromGguf(const GgufFile& f, const std::map<std::string, TensorView>
   } else {
     return UnsupportedError(fmt::format(
         "{}: key 'general.architecture': architecture '{}' is not supported (supported: llama, "
-        "qwen2, qwen3)",
+        "qwen2, qwen3, deepseek2)",
         f.path, arch));
   }
   c.arch = arch;
@@ -189,6 +190,10 @@ StatusOr<std::unique_ptr<CheckpointBuilder>> OpenGgufFile(const std::string& pat
   const MappedFile* file = ck->AddFile(std::move(mf));
   ASSIGN_OR_RETURN(GgufFile f, ParseGguf(file->data(), file->size(), path, /*with_tensors=*/true));
   RETURN_IF_ERROR(VocabFromGguf(f, &ck->mutable_vocab()));
+  if (auto arch = f.GetString("general.architecture"); arch.ok() && *arch == kDeepseek2Arch) {
+    RETURN_IF_ERROR(LoadDeepseek2Gguf(f, file->data(), ck.get()));
+    return ck;
+  }
 
   auto& tensors = ck->mutable_tensors();
   for (const GgufTensorInfo& ti : f.tensors) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "loader/checkpoint.h"
 #include "loader/gguf_reader.h"
 #include "tensor/tensor_view.h"
 
@@ -214,6 +215,32 @@ Status GgufWriter::Write(const std::string& path) const {
     RETURN_IF_ERROR(out.Pad(kAlignment));
   }
   return out.Commit();
+}
+
+void SetTokenizerKeys(const GgufVocab* vocab, int bos_id, const std::vector<int>& eos_ids,
+                      GgufWriter* w) {
+  if (vocab != nullptr && !vocab->tokens.empty()) {
+    const GgufVocab& v = *vocab;
+    w->SetString("tokenizer.ggml.model", v.model);
+    if (!v.pre.empty()) w->SetString("tokenizer.ggml.pre", v.pre);
+    w->SetStringArray("tokenizer.ggml.tokens", v.tokens);
+    if (!v.scores.empty()) w->SetF32Array("tokenizer.ggml.scores", v.scores);
+    if (!v.token_types.empty()) w->SetI32Array("tokenizer.ggml.token_type", v.token_types);
+    if (!v.merges.empty()) w->SetStringArray("tokenizer.ggml.merges", v.merges);
+    if (v.unk_id >= 0) w->SetU32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v.unk_id));
+    if (v.pad_id >= 0) w->SetU32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(v.pad_id));
+    w->SetBool("tokenizer.ggml.add_bos_token", v.add_bos);
+    w->SetBool("tokenizer.ggml.add_eos_token", v.add_eos);
+    w->SetBool("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
+  } else {
+    w->SetString("tokenizer.ggml.model", "no_vocab");
+  }
+  if (bos_id >= 0) w->SetU32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(bos_id));
+  const char* const kEosKeys[] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                                   "tokenizer.ggml.eom_token_id"};
+  for (size_t i = 0; i < eos_ids.size() && i < 3; ++i) {
+    w->SetU32(kEosKeys[i], static_cast<uint32_t>(eos_ids[i]));
+  }
 }
 
 }  // namespace specd

@@ -17,6 +17,8 @@
 
 namespace specd {
 
+struct GgufVocab;  // loader/checkpoint.h
+
 // Produces row `row` of a tensor as `cols` f32 values into `out`.
 // Must be deterministic; may be called from one thread only.
 using RowFn = std::function<void(int64_t row, float* out)>;
@@ -55,6 +57,13 @@ class GgufWriter {
   std::vector<std::pair<std::string, std::string>> kv_;  // key -> type tag + value bytes
   std::vector<Tensor> tensors_;
 };
+
+// tokenizer.ggml.*: `vocab`'s model, pre, tokens, scores, token types,
+// merges, unk/pad ids and add_bos/add_eos/add_space_prefix (null or no
+// tokens: model "no_vocab" only), then bos_id (if >= 0) and eos_ids[0..2] as
+// the eos / eot / eom ids.
+void SetTokenizerKeys(const GgufVocab* vocab, int bos_id, const std::vector<int>& eos_ids,
+                      GgufWriter* w);
 
 // Buffered file output with Status errors naming the file; used by both writers.
 class FileSink {

@@ -1,0 +1,207 @@
+// specd's deepseek2 GGUF writer against llama.cpp's own converter: the same
+// HF checkpoints (tests/python/deepseek2_gguf_golden.py: config.json plus
+// formula weights) must give the same deepseek2.* metadata and the same
+// tensors, byte for byte, as convert_hf_to_gguf.py of llama.cpp b11312 at
+// F16 and Q8_0. The one deliberate difference: attention.q_lora_rank = 0 for
+// a plain q_proj (gguf_deepseek2_writer.h).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/mapped_file.h"
+#include "loader/checkpoint.h"
+#include "loader/gguf_reader.h"
+#include "loader/test_util.h"
+#include "loader/weight_names.h"
+#include "modelgen/gguf_deepseek2_writer.h"
+
+namespace specd {
+namespace {
+
+using testing_util::TempDir;
+
+uint32_t Fnv1a32(const std::string& s) {
+  uint32_t h = 0x811C9DC5u;
+  for (unsigned char b : s) h = (h ^ b) * 0x01000193u;
+  return h;
+}
+
+std::string Fnv1a64(const uint8_t* p, size_t n) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ull;
+  return fmt::format("{:016x}", h);
+}
+
+// The golden script's weights: element i (row-major) of tensor `name`.
+float FormulaValue(uint32_t seed, uint64_t i) {
+  uint32_t h = seed + static_cast<uint32_t>(i) * 0x9E3779B1u;
+  h ^= h >> 15;
+  h *= 0x2C1B3C6Du;
+  h ^= h >> 12;
+  return (static_cast<float>(h >> 22) - 512.f) / 4096.f;
+}
+
+std::vector<WeightSource> FormulaWeights(const ModelConfig& c) {
+  std::vector<WeightSource> out;
+  for (const TensorSpec& spec : ExpectedTensors(c)) {
+    const uint32_t seed = Fnv1a32(spec.name);
+    const int64_t cols = spec.shape.back();
+    out.push_back({spec.name, spec.shape, [seed, cols](int64_t r, float* dst) {
+                     for (int64_t j = 0; j < cols; ++j) {
+                       dst[j] = FormulaValue(seed, static_cast<uint64_t>(r * cols + j));
+                     }
+                   }});
+  }
+  return out;
+}
+
+// gguf-py's GGUFValueType names.
+const char* PyTypeName(GgufType t) {
+  switch (t) {
+    case GgufType::kU32: return "UINT32";
+    case GgufType::kI32: return "INT32";
+    case GgufType::kF32: return "FLOAT32";
+    case GgufType::kBool: return "BOOL";
+    case GgufType::kString: return "STRING";
+    case GgufType::kU64: return "UINT64";
+    default: return "?";
+  }
+}
+
+void ExpectValue(const GgufValue& v, const nlohmann::json& want, const std::string& key) {
+  SCOPED_TRACE(key);
+  ASSERT_EQ(PyTypeName(v.type), want["type"].get<std::string>());
+  const nlohmann::json& x = want["value"];
+  switch (v.type) {
+    case GgufType::kU32: EXPECT_EQ(v.u, x.get<uint64_t>()); break;
+    case GgufType::kF32: EXPECT_FLOAT_EQ(static_cast<float>(v.f), x.get<float>()); break;
+    case GgufType::kBool: EXPECT_EQ(v.b, x.get<bool>()); break;
+    case GgufType::kString: EXPECT_EQ(v.s, x.get<std::string>()); break;
+    default: ADD_FAILURE() << "unexpected type";
+  }
+}
+
+nlohmann::json Golden() {
+  auto text = ReadFileToString(std::string(SPECD_SOURCE_DIR) +
+                               "/tests/python/deepseek2_gguf_golden.json");
+  EXPECT_TRUE(text.ok()) << text.status().ToString();
+  return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json::object();
+}
+
+struct GoldenCase {
+  const char* name;  // "v3" | "v2lite"
+  const char* file;  // "f16" | "q8_0"
+};
+
+class Deepseek2ConverterGoldenTest : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(Deepseek2ConverterGoldenTest, SameMetadataAndTensorBytesAsConvertHfToGguf) {
+  const nlohmann::json golden = Golden();
+  const nlohmann::json& gcase = golden["cases"][GetParam().name];
+  ASSERT_TRUE(gcase.is_object());
+  auto c = ParseHfConfig(gcase["config_json"].get<std::string>(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::string ftype = GetParam().file;
+  TempDir dir;
+  GgufModelOptions o;
+  o.dtype = ftype == "f16" ? DType::kF16 : DType::kQ8_0;
+  const std::string path = dir / "m.gguf";
+  Status s = WriteDeepseek2Gguf(*c, FormulaWeights(*c), o, path);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+
+  auto bytes = ReadFileToString(path);
+  ASSERT_TRUE(bytes.ok());
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes->data());
+  auto f = ParseGguf(data, bytes->size(), path, true);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+
+  const nlohmann::json& want = gcase["files"][ftype];
+  for (const auto& [key, v] : want["kv"].items()) {
+    auto it = f->kv.find(key);
+    if (it == f->kv.end()) {
+      ADD_FAILURE() << "missing key " << key;
+      continue;
+    }
+    ExpectValue(it->second, v, key);
+  }
+  for (const auto& [key, v] : f->kv) {
+    if (key.rfind("deepseek2.", 0) != 0 || want["kv"].contains(key)) continue;
+    // Written for llama.cpp to load a plain-q_proj model of any depth.
+    EXPECT_TRUE(key == "deepseek2.attention.q_lora_rank" && v.u == 0) << "extra key " << key;
+  }
+
+  std::map<std::string, const GgufTensorInfo*> ours;
+  for (const GgufTensorInfo& ti : f->tensors) ours[ti.name] = &ti;
+  EXPECT_EQ(ours.size(), want["tensors"].size());
+  for (const nlohmann::json& t : want["tensors"]) {
+    const std::string name = t["name"];
+    SCOPED_TRACE(name);
+    auto it = ours.find(name);
+    if (it == ours.end()) {
+      ADD_FAILURE() << "missing tensor";
+      continue;
+    }
+    const GgufTensorInfo& ti = *it->second;
+    EXPECT_EQ(ti.ne, t["ne"].get<std::vector<int64_t>>());
+    EXPECT_EQ(GgmlTypeName(ti.ggml_type), t["type"].get<std::string>());
+    EXPECT_EQ(Fnv1a64(data + f->data_offset + ti.offset, ti.nbytes), t["fnv1a64"].get<std::string>());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Deepseek2ConverterGoldenTest,
+                         ::testing::Values(GoldenCase{"v3", "f16"}, GoldenCase{"v3", "q8_0"},
+                                           GoldenCase{"v2lite", "f16"},
+                                           GoldenCase{"v2lite", "q8_0"}),
+                         [](const auto& info) {
+                           return std::string(info.param.name) + "_" + info.param.file;
+                         });
+
+class Deepseek2WriterErrorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const nlohmann::json golden = Golden();
+    auto c = ParseHfConfig(golden["cases"]["v3"]["config_json"].get<std::string>(), "config.json");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    c_ = *c;
+    weights_ = FormulaWeights(c_);
+  }
+  Status Write() { return WriteDeepseek2Gguf(c_, weights_, GgufModelOptions{}, dir_ / "m.gguf"); }
+
+  TempDir dir_;
+  ModelConfig c_;
+  std::vector<WeightSource> weights_;
+};
+
+void ExpectStatus(const Status& s, StatusCode code, const std::vector<std::string>& parts) {
+  EXPECT_EQ(s.code(), code) << s.ToString();
+  for (const std::string& p : parts) {
+    EXPECT_NE(s.message().find(p), std::string::npos) << "'" << p << "' not in: " << s.message();
+  }
+}
+
+TEST_F(Deepseek2WriterErrorTest, WhatDeepseek2CannotHoldIsRefused) {
+  c_.moe.layer_freq = 2;
+  ExpectStatus(Write(), StatusCode::kUnsupported, {"moe_layer_freq = 2", "expected 1"});
+  c_.moe.layer_freq = 1;
+  c_.rope_style = RopeStyle::kHalf;
+  ExpectStatus(Write(), StatusCode::kUnsupported, {"rope_interleave = false"});
+}
+
+TEST_F(Deepseek2WriterErrorTest, MissingAndMisshapenWeightsAreNamed) {
+  std::erase_if(weights_, [](const WeightSource& w) {
+    return w.name == "model.layers.2.mlp.experts.3.down_proj.weight";
+  });
+  ExpectStatus(Write(), StatusCode::kNotFound,
+               {"missing weight 'model.layers.2.mlp.experts.3.down_proj.weight'", "[64, 32]"});
+  weights_ = FormulaWeights(c_);
+  for (WeightSource& w : weights_) {
+    if (w.name == "model.layers.0.self_attn.kv_b_proj.weight") w.shape = {128, 31};
+  }
+  ExpectStatus(Write(), StatusCode::kInvalidArgument,
+               {"'model.layers.0.self_attn.kv_b_proj.weight'", "expected shape [128, 32]",
+                "found [128, 31]"});
+}
+
+}  // namespace
+}  // namespace specd
