@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace specd {
 
@@ -16,17 +17,18 @@ const char* DTypeName(DType t) {
     case DType::kI32: return "i32";
     case DType::kI64: return "i64";
     case DType::kBool: return "bool";
+    case DType::kQ4_BF16: return "q4_bf16";
   }
   return "?";
 }
 
 StatusOr<DType> ParseDType(std::string_view name) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kI8,
-                  DType::kI32, DType::kI64, DType::kBool}) {
+                  DType::kI32, DType::kI64, DType::kBool, DType::kQ4_BF16}) {
     if (name == DTypeName(t)) return t;
   }
   return InvalidArgumentError("unknown dtype '" + std::string(name) +
-                              "': expected f32, f16, bf16, q8_0 or q4_0");
+                              "': expected f32, f16, bf16, q8_0, q4_0 or q4_bf16");
 }
 
 int DTypeBlockElems(DType t) { return IsQuantized(t) ? kQuantBlock : 1; }
@@ -42,11 +44,14 @@ size_t DTypeBlockBytes(DType t) {
     case DType::kI32: return 4;
     case DType::kI64: return 8;
     case DType::kBool: return 1;
+    case DType::kQ4_BF16: return sizeof(BlockQ4_BF16);
   }
   return 0;
 }
 
-bool IsQuantized(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+bool IsQuantized(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_BF16;
+}
 
 float F16ToF32(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
@@ -129,6 +134,32 @@ void QuantizeRowQ4_0(const float* x, BlockQ4_0* out, int64_t n) {
   }
 }
 
+void QuantizeRowQ4_BF16(const uint16_t* x, BlockQ4_BF16* out, int64_t n) {
+  // bf16 machine epsilon (torch.finfo(torch.bfloat16).eps): the library's
+  // replacement for a zero scale.
+  constexpr uint16_t kBf16Eps = 0x3c00;  // 2^-7
+  for (int64_t b = 0; b < n / kQuantBlock; ++b) {
+    const uint16_t* xb = x + b * kQuantBlock;
+    // min(amin, 0) and max(amax, 0), then the larger magnitude: max |x|.
+    float amax = 0.f;
+    for (int i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(BF16ToF32(xb[i])));
+    uint16_t d = F32ToBF16(amax / 7.5f);
+    if (BF16ToF32(d) == 0.f) d = kBf16Eps;
+    const float df = BF16ToF32(d);
+    int q[kQuantBlock];
+    for (int i = 0; i < kQuantBlock; ++i) {
+      const float v = std::clamp(BF16ToF32(F32ToBF16(BF16ToF32(xb[i]) / df)), -8.f, 7.f);
+      // nearbyint rounds half to even, as torch.round; a NaN (from a NaN or
+      // infinite input) is stored as 0.
+      q[i] = std::isnan(v) ? 0 : static_cast<int>(std::nearbyint(v));
+    }
+    out[b].d = d;
+    for (int i = 0; i < kQuantBlock / 2; ++i) {
+      out[b].qs[i] = static_cast<uint8_t>((q[i] + 8) | ((q[i + 16] + 8) << 4));
+    }
+  }
+}
+
 void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
     case DType::kF32:
@@ -163,6 +194,17 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    case DType::kQ4_BF16: {
+      auto* b = static_cast<const BlockQ4_BF16*>(src);
+      for (int64_t j = 0; j < n / kQuantBlock; ++j) {
+        float d = BF16ToF32(b[j].d);
+        for (int i = 0; i < kQuantBlock / 2; ++i) {
+          dst[j * kQuantBlock + i] = d * static_cast<float>((b[j].qs[i] & 0xf) - 8);
+          dst[j * kQuantBlock + i + 16] = d * static_cast<float>((b[j].qs[i] >> 4) - 8);
+        }
+      }
+      return;
+    }
     default:
       for (int64_t i = 0; i < n; ++i) dst[i] = 0.f;
   }
@@ -189,6 +231,12 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
     case DType::kQ4_0:
       QuantizeRowQ4_0(src, static_cast<BlockQ4_0*>(dst), n);
       return;
+    case DType::kQ4_BF16: {
+      std::vector<uint16_t> row(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) row[i] = F32ToBF16(src[i]);
+      QuantizeRowQ4_BF16(row.data(), static_cast<BlockQ4_BF16*>(dst), n);
+      return;
+    }
     default:
       return;
   }

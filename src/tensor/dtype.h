@@ -1,11 +1,17 @@
-// Element types of weights and activations, and GGUF's block-quantized layouts.
+// Element types of weights and activations, and the block-quantized layouts.
 //
 // Quantized types store rows as consecutive blocks of 32 elements along the
-// innermost (input) dimension, exactly as ggml does, so GGUF tensors are used
-// in place:
-//   Q8_0: {fp16 d; int8 qs[32]}        x[i] = d * qs[i]
-//   Q4_0: {fp16 d; uint8 qs[16]}       x[i] = d * ((qs[i] & 0xF) - 8),
+// innermost (input) dimension. Q8_0 and Q4_0 are ggml's, so GGUF tensors are
+// used in place:
+//   Q8_0:    {fp16 d; int8 qs[32]}     x[i] = d * qs[i]
+//   Q4_0:    {fp16 d; uint8 qs[16]}    x[i] = d * ((qs[i] & 0xF) - 8),
 //                                      x[i+16] = d * ((qs[i] >> 4) - 8)
+//   Q4_BF16: {bf16 d; uint8 qs[16]}    the same nibbles with a bfloat16 scale:
+//                                      compressed-tensors' symmetric INT4,
+//                                      group 32 (W4A16 "pack-quantized"), after
+//                                      the loader re-orders its packed int32
+//                                      words into this layout. d * (q - 8) is
+//                                      exact in f32 (8 + 4 significant bits).
 #pragma once
 
 #include <cstddef>
@@ -18,7 +24,8 @@
 
 namespace specd {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kI8, kI32, kI64, kBool };
+// New types go at the end: the values are stable.
+enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kI8, kI32, kI64, kBool, kQ4_BF16 };
 
 constexpr int kQuantBlock = 32;
 
@@ -34,10 +41,16 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
+struct BlockQ4_BF16 {
+  uint16_t d;  // bf16 scale
+  uint8_t qs[kQuantBlock / 2];
+};
+static_assert(sizeof(BlockQ4_BF16) == 18);
+
 const char* DTypeName(DType t);
 // Accepts the names DTypeName prints ("f32", "q4_0", ...).
 StatusOr<DType> ParseDType(std::string_view name);
-// Elements per storage block: 32 for Q8_0/Q4_0, else 1.
+// Elements per storage block: 32 for the quantized types, else 1.
 int DTypeBlockElems(DType t);
 // Bytes per storage block.
 size_t DTypeBlockBytes(DType t);
@@ -68,9 +81,17 @@ inline uint16_t F32ToBF16(float f) {  // round to nearest even; NaN stays NaN
 // REQUIRES: n % 32 == 0.
 void QuantizeRowQ8_0(const float* x, BlockQ8_0* out, int64_t n);
 void QuantizeRowQ4_0(const float* x, BlockQ4_0* out, int64_t n);
+// compressed-tensors 0.20.1's symmetric INT4 group-32 quantization of a bf16
+// row, in its arithmetic (every step rounded to bf16, as torch computes on
+// bf16 tensors), per block of 32:
+//   amax = max |x[i]|; d = bf16(amax / 7.5f), or bf16 eps 2^-7 when that is 0;
+//   q[i] = round_half_even(clamp(bf16(x[i] / d), -8, 7))    (stored as q + 8)
+// REQUIRES: n % 32 == 0.
+void QuantizeRowQ4_BF16(const uint16_t* x_bf16, BlockQ4_BF16* out, int64_t n);
 // Converts one row of any float or quantized dtype to f32.
 void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
-// Converts one f32 row into `t` (f32, f16, bf16, q8_0, q4_0).
+// Converts one f32 row into `t` (f32, f16, bf16, q8_0, q4_0, q4_bf16; q4_bf16
+// rounds the row to bf16 first, then QuantizeRowQ4_BF16).
 void QuantizeRow(DType t, const float* src, void* dst, int64_t n);
 
 }  // namespace specd
