@@ -44,7 +44,8 @@
 namespace specd::kernels {
 namespace {
 
-constexpr DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+constexpr DType kDtypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
+                             DType::kQ8_0, DType::kQ4_0, DType::kQ4_BF16};
 
 ThreadPool* Pool(int threads) {
   static std::map<int, std::unique_ptr<ThreadPool>> pools;
@@ -160,6 +161,11 @@ const std::vector<uint8_t>& Weights(DType dtype, int64_t rows, int64_t cols) {
     case DType::kQ4_0:
       for (size_t i = 0; i < n; i += sizeof(BlockQ4_0)) std::memcpy(p + i, &scale, 2);
       break;
+    case DType::kQ4_BF16: {
+      const uint16_t bf16_scale = F32ToBF16(0.01f);
+      for (size_t i = 0; i < n; i += sizeof(BlockQ4_BF16)) std::memcpy(p + i, &bf16_scale, 2);
+      break;
+    }
     default:
       break;
   }
@@ -200,8 +206,8 @@ void BM_MatMul(benchmark::State& state) {
 
 void MatMulArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"dtype", "rows", "cols", "tok", "thr"});
-  // dtype index into kDtypes: 4 = q4_0, 3 = q8_0, 1 = f16, 2 = bf16.
-  for (int dt : {4, 3, 1, 2}) {
+  // dtype index into kDtypes: 4 = q4_0, 3 = q8_0, 1 = f16, 2 = bf16, 5 = q4_bf16.
+  for (int dt : {4, 3, 1, 2, 5}) {
     for (auto [rows, cols] :
          {std::pair{512, 2048}, {2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}}) {
       for (int tok : {1, 2, 4, 8, 12, 16, 64}) {

@@ -13,8 +13,9 @@
 namespace specd::kernels {
 
 QuantDotIsa ActiveQuantDotIsa();
-// Selects the Q8_0/Q4_0 path. Returns false and changes nothing when this CPU
-// (or this build) lacks it.
+// Selects the Q8_0/Q4_0 path, and with it the Q4_BF16 kernel (avx512vnni ->
+// AVX-512, avx2/avxvnni -> AVX2, scalar). Returns false and changes nothing
+// when this CPU (or this build) lacks it.
 bool SetQuantDotIsa(QuantDotIsa isa);
 
 // Whether Q8_0/Q4_0 matmuls of many tokens use the AMX-INT8 tile kernels
@@ -61,7 +62,8 @@ void SetStreamPrefetchBytes(int bytes);
 
 // Batch-invariant mode (default off; SPECD_DETERMINISTIC=1 or --deterministic
 // turns it on): a token's matmul outputs are bitwise the same whether it is
-// multiplied alone or inside a batch of any size at any offset. Q8_0/Q4_0
+// multiplied alone or inside a batch of any size at any offset (Q4_BF16
+// matmuls are so in either mode). Q8_0/Q4_0
 // matmuls of several tokens then run on the one-token kernels (each token's
 // sums in the one-token order; slower prefill and verify) and BF16 skips the
 // AMX tiles. The float row kernels, attention and RMSNorm are batch-invariant

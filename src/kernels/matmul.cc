@@ -1,6 +1,9 @@
 // MatMul / MatMulRows: per-dtype dispatch, activation quantization and the
 // split of output rows across threads.
 //
+// Q4_BF16 keeps f32 activations (W4A16) and has its own kernels
+// (cpu/int4_kernels.h).
+//
 // Decode (n_tokens = 1) is memory-bound: each thread streams a contiguous
 // range of weight rows once. Verify / prefill (n_tokens > 1) reuse every
 // weight row from L1 for all tokens in tiles of 4 or 16 tokens, so extra
@@ -19,6 +22,7 @@
 #include "kernels/cpu/bf16_amx.h"
 #include "kernels/cpu/bf16_avx512.h"
 #include "kernels/cpu/float_ops.h"
+#include "kernels/cpu/int4_kernels.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
@@ -295,6 +299,19 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   });
 }
 
+// Q4_BF16 (W4A16): f32 activations, the kernel of the active quantized-dot
+// path. Batch-invariant in every mode (int4_kernels.h); the decode layout only
+// changes the order rows are read in.
+void Int4MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
+                int n_tokens, float* y, ThreadPool* pool) {
+  const cpu::Int4RowsFn fn = cpu::Int4Rows(ActiveQuantDotIsa());
+  const int64_t k = w.cols();
+  const bool stream = g_stream.load(std::memory_order_relaxed);
+  RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
+    fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, x, n_tokens, y + r0, n_out, stream);
+  });
+}
+
 // From this many tokens a BF16 matmul goes to the AMX-BF16 tile kernel when
 // AMX is on and the CPU has AMX-BF16 (same bf16-rounded activations as the
 // AVX512-BF16 path).
@@ -357,6 +374,9 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
     case DType::kQ4_0:
       QuantizedMatMul(w, row_begin, n_out, x, n_tokens, y, pool);
       return;
+    case DType::kQ4_BF16:
+      Int4MatMul(w, row_begin, n_out, x, n_tokens, y, pool);
+      return;
     case DType::kBF16:
       if (ActiveBf16Path() == Bf16DotPath::kAvx512Bf16) {
         Bf16MatMulAvx512(w, row_begin, n_out, x, n_tokens, y, pool);
@@ -382,7 +402,7 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
       // here is a caller bug. NaN outputs make it impossible to miss.
       LogOnce(LogLevel::kError, std::string("matmul-dtype-") + DTypeName(w.dtype), "matmul",
               std::string("MatMul: weight '") + w.name + "' has dtype " + DTypeName(w.dtype) +
-                  ", expected f32, f16, bf16, q8_0 or q4_0");
+                  ", expected f32, f16, bf16, q8_0, q4_0 or q4_bf16");
       FillNaN(y, n_out * n_tokens);
       return;
   }

@@ -342,6 +342,131 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, FloatMatMulTest,
                            return std::string(DTypeName(info.param));
                          });
 
+// Q4_BF16 (compressed-tensors INT4, W4A16): f32 activations on every path.
+class Int4MatMulTest : public testing::TestWithParam<QuantDotIsa> {
+ protected:
+  void SetUp() override {
+    if (!SetQuantDotIsa(GetParam())) {
+      GTEST_SKIP() << "not supported: this CPU lacks " << QuantDotIsaName(GetParam())
+                   << " (flags: " << GetCpuFeatures().FlagString() << ")";
+    }
+  }
+  void TearDown() override {
+    SetQuantDotIsa(GetKernelPaths().quant_dot);
+    SetDecodeMode(0);
+    SetBatchInvariant(false);
+  }
+};
+
+// The weights are exact in f32, so the reference (f64 sums of the dequantized
+// weights) differs by f32 accumulation only: each output sums k products, so
+// |error| <= k * 2^-24 * sum |w x| to first order, for any summation order.
+double Int4Tolerance(int64_t cols, double abs_dot) {
+  return static_cast<double>(cols) * std::ldexp(1.0, -24) * abs_dot + 1e-30;
+}
+
+TEST_P(Int4MatMulTest, MatchesReferenceOnOddShapes) {
+  ThreadPool pool(3);
+  for (int mode : {0, 2}) {
+    SCOPED_TRACE(kDecodeModeNames[mode]);
+    SetDecodeMode(mode);
+    for (int64_t cols : {32, 96, 160, 1056, 2048}) {
+      for (int64_t rows : {1, 7, 33, 50}) {
+        Weights w = MakeWeights(DType::kQ4_BF16, rows, cols,
+                                static_cast<uint32_t>(rows * 131 + cols));
+        // 1: decode; 2-7 one partial chunk; 8 one AVX-512 chunk (two AVX2
+        // chunks); 9, 17, 33: full chunks and a rest.
+        for (int n_tokens : {1, 2, 3, 5, 7, 8, 9, 12, 17, 33}) {
+          SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
+                       " n_tokens=" + std::to_string(n_tokens));
+          std::vector<float> x = MakeActs(n_tokens, cols, static_cast<uint32_t>(n_tokens + cols));
+          std::vector<float> y(n_tokens * rows), y_pool(n_tokens * rows), y_ref(n_tokens * rows);
+          MatMul(w.view, x.data(), n_tokens, y.data(), nullptr);
+          MatMul(w.view, x.data(), n_tokens, y_pool.data(), &pool);
+          ref::MatMul(w.view, x.data(), n_tokens, y_ref.data());
+          double max_f = 0;
+          for (int t = 0; t < n_tokens; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+              const int64_t i = t * rows + r;
+              ASSERT_NEAR(y[i], y_ref[i], Int4Tolerance(cols, AbsDot(w, x, cols, r, t)))
+                  << "t=" << t << " r=" << r;
+              ASSERT_EQ(y[i], y_pool[i]) << "t=" << t << " r=" << r;
+              max_f = std::fmax(max_f, std::fabs(y[i] - y_ref[i]));
+            }
+          }
+          RecordProperty("maxdiff", std::to_string(max_f));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(Int4MatMulTest, MatMulRowsSelectsRows) {
+  const int64_t rows = 45, cols = 160;
+  Weights w = MakeWeights(DType::kQ4_BF16, rows, cols, 7);
+  for (int n_tokens : {1, 5, 11}) {
+    std::vector<float> x = MakeActs(n_tokens, cols, 11);
+    const int64_t b = 13, e = 40;
+    std::vector<float> y(n_tokens * (e - b)), y_ref(n_tokens * (e - b));
+    MatMulRows(w.view, b, e, x.data(), n_tokens, y.data(), nullptr);
+    ref::MatMulRows(w.view, b, e, x.data(), n_tokens, y_ref.data());
+    for (int t = 0; t < n_tokens; ++t) {
+      for (int64_t r = 0; r < e - b; ++r) {
+        ASSERT_NEAR(y[t * (e - b) + r], y_ref[t * (e - b) + r],
+                    Int4Tolerance(cols, AbsDot(w, x, cols, b + r, t)))
+            << "t=" << t << " r=" << r;
+      }
+    }
+  }
+}
+
+TEST_P(Int4MatMulTest, ActivationsAreNotQuantized) {
+  // One weight of 1 and activations too fine for any 8-bit block scale: an
+  // activation-quantizing kernel would return 0 for the small one.
+  std::vector<uint16_t> row(32, 0);
+  row[3] = F32ToBF16(7.5f);  // scale 1, q = 7 -> weight 7
+  BlockQ4_BF16 blk;
+  QuantizeRowQ4_BF16(row.data(), &blk, 32);
+  TensorView w{"one", DType::kQ4_BF16, {1, 32}, &blk, sizeof(blk)};
+  std::vector<float> x(32, 0.f);
+  x[0] = 1000.f;
+  x[3] = 1e-3f;
+  float y = 0;
+  MatMul(w, x.data(), 1, &y, nullptr);
+  EXPECT_EQ(y, 7.f * x[3]);  // the one non-zero product, rounded once
+}
+
+// Every mode and decode layout: a token's outputs are bitwise the same alone
+// or in a batch (the kernels keep one summation order per output), and the
+// decode layouts give the same bits.
+TEST_P(Int4MatMulTest, BatchedEqualsOneTokenBitwiseInEveryMode) {
+  ThreadPool pool(3);
+  for (bool invariant : {true, false}) {
+    SCOPED_TRACE(invariant ? "batch-invariant mode" : "default mode");
+    SetBatchInvariant(invariant);
+    for (int mode : {0, 2}) {
+      SCOPED_TRACE(kDecodeModeNames[mode]);
+      SetDecodeMode(mode);
+      CheckBatchInvariance(DType::kQ4_BF16);
+      CheckBatchInvariance(DType::kQ4_BF16, &pool);
+    }
+  }
+  Weights w = MakeWeights(DType::kQ4_BF16, 37, 1056, 5);
+  std::vector<float> x = MakeActs(1, 1056, 9), y_stream(37), y_rows(37);
+  SetDecodeMode(0);
+  MatMul(w.view, x.data(), 1, y_stream.data(), nullptr);
+  SetDecodeMode(2);
+  MatMul(w.view, x.data(), 1, y_rows.data(), nullptr);
+  EXPECT_EQ(y_stream, y_rows);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPaths, Int4MatMulTest,
+                         testing::Values(QuantDotIsa::kScalar, QuantDotIsa::kAvx2,
+                                         QuantDotIsa::kAvxVnni, QuantDotIsa::kAvx512Vnni),
+                         [](const testing::TestParamInfo<QuantDotIsa>& info) {
+                           return std::string(QuantDotIsaName(info.param));
+                         });
+
 TEST(Bf16AmxMatMulTest, MatchesReferenceAndTheAvx512Bf16Path) {
   if (!SetBf16Path(Bf16DotPath::kAvx512Bf16)) {
     GTEST_SKIP() << "not supported: this CPU lacks avx512_bf16";

@@ -15,8 +15,10 @@ namespace specd::kernels {
 
 // y[t, o] = sum_i x[t, i] * W[o, i]   for t < n_tokens, o < W.rows()
 // x: (n_tokens, W.cols()), y: (n_tokens, W.rows()). `pool` may be null (1 thread).
-// Quantized weights quantize x to 8 bits per block of 32 (as llama.cpp does) so
-// the inner loop is an integer dot product.
+// Q8_0/Q4_0 weights quantize x to 8 bits per block of 32 (as llama.cpp does)
+// so the inner loop is an integer dot product. Q4_BF16 weights (W4A16) keep x
+// in f32: the result is within f32 rounding of x times the dequantized
+// weights, and batch-invariant in every mode.
 void MatMul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadPool* pool);
 
 // Same, restricted to output rows [row_begin, row_end) of W (for vocab-parallel
