@@ -1,5 +1,11 @@
 // Model folders: config.json + model.safetensors, or shards listed in
 // model.safetensors.index.json (or model-0000N-of-0000M.safetensors alone).
+//
+// After reading the files: with config.tensor_prefix set (Kimi-K2.5's
+// "language_model.") only the tensors under it are kept, with the prefix
+// stripped, and the checkpoint's config.tensor_prefix becomes empty (its
+// names no longer carry it); then compressed-tensors INT4 triples become
+// Q4_BF16 tensors (loader/compressed_tensors.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,8 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/logging.h"
 #include "base/mapped_file.h"
 #include "loader/checkpoint_internal.h"
+#include "loader/compressed_tensors.h"
 #include "loader/safetensors_reader.h"
 
 namespace specd {
@@ -42,6 +50,32 @@ Status ReadIndex(const std::string& index_path, std::map<std::string, std::strin
   return Status::Ok();
 }
 
+// Keeps the tensors named `prefix`..., without the prefix.
+Status StripTensorPrefix(const std::string& dir, const std::string& prefix,
+                         std::map<std::string, TensorView>* tensors) {
+  std::map<std::string, TensorView> kept;
+  size_t skipped = 0;
+  for (auto& [name, t] : *tensors) {
+    if (name.compare(0, prefix.size(), prefix) != 0) {
+      ++skipped;
+      continue;
+    }
+    t.name = name.substr(prefix.size());
+    kept.emplace(t.name, std::move(t));
+  }
+  if (kept.empty()) {
+    return NotFoundError(fmt::format("{}: config.json's architecture names its tensors '{}*', but "
+                                     "no tensor starts with '{}'",
+                                     dir, prefix, prefix));
+  }
+  if (skipped > 0) {
+    LOG_INFO("load weights", "{}: skipped {} tensors outside '{}' (vision tower and projector)",
+             dir, skipped, prefix);
+  }
+  *tensors = std::move(kept);
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<CheckpointBuilder>> OpenSafetensorsFolder(const ModelSource& source,
@@ -51,6 +85,8 @@ StatusOr<std::unique_ptr<CheckpointBuilder>> OpenSafetensorsFolder(const ModelSo
   const std::string& config_path = source.config_file;
   ASSIGN_OR_RETURN(std::string config_text, ReadFileToString(config_path));
   ASSIGN_OR_RETURN(ck->mutable_config(), ParseHfConfig(config_text, config_path));
+  ASSIGN_OR_RETURN(const WeightQuantization quantization,
+                   ParseQuantizationConfig(config_text, config_path));
 
   // File names relative to the folder (the index names its shards so).
   std::map<std::string, std::string> weight_map;
@@ -95,6 +131,19 @@ StatusOr<std::unique_ptr<CheckpointBuilder>> OpenSafetensorsFolder(const ModelSo
                                        "for {} but is not in that file",
                                        dir, name, f));
     }
+  }
+  std::string& prefix = ck->mutable_config().tensor_prefix;
+  if (!prefix.empty()) {
+    RETURN_IF_ERROR(StripTensorPrefix(dir, prefix, &ck->mutable_tensors()));
+    prefix.clear();
+  }
+  std::vector<std::vector<uint8_t>> buffers;
+  int n_int4 = 0;
+  RETURN_IF_ERROR(UnpackInt4Triples(quantization, dir, &ck->mutable_tensors(), &buffers, &n_int4));
+  for (std::vector<uint8_t>& b : buffers) ck->AddOwned(std::move(b));
+  if (n_int4 > 0) {
+    LOG_INFO("load weights", "{}: {} compressed-tensors INT4 weights (group {}) as q4_bf16", dir,
+             n_int4, kQuantBlock);
   }
   return ck;
 }

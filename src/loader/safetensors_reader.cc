@@ -6,6 +6,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "loader/compressed_tensors.h"
+
 namespace specd {
 
 namespace {
@@ -25,6 +27,10 @@ StatusOr<DType> SafetensorsDType(const std::string& name, const std::string& ten
                                  const std::string& path) {
   for (const auto& [n, t] : kDTypes) {
     if (name == n) return t;
+  }
+  if (name == "F8_E4M3") {
+    return UnsupportedError(
+        fmt::format("dtype F8_E4M3 in tensor {} of file {}: {}", tensor, path, kFp8Unsupported));
   }
   return UnsupportedError(fmt::format(
       "unknown dtype {} in tensor {} of file {} (supported: F32, F16, BF16, I64, I32, I8, BOOL)",

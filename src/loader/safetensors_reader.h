@@ -15,7 +15,8 @@
 namespace specd {
 
 // "F32", "F16", "BF16", "I64", "I32", "I8", "BOOL" -> DType; else Unsupported
-// "unknown dtype X in tensor Y of file F".
+// "unknown dtype X in tensor Y of file F" (F8_E4M3: the FP8 checkpoint hint of
+// loader/compressed_tensors.h).
 StatusOr<DType> SafetensorsDType(const std::string& name, const std::string& tensor,
                                  const std::string& path);
 // Inverse, for writers. REQUIRES: t is not quantized.

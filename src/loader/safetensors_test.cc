@@ -101,9 +101,14 @@ TEST(SafetensorsTest, HeaderNotJson) {
 }
 
 TEST(SafetensorsTest, UnknownDtypeNamesDtypeTensorAndFile) {
+  ExpectError(Image(R"({"w": {"dtype": "U16", "shape": [4], "data_offsets": [0, 8]}})", 8),
+              StatusCode::kUnsupported,
+              {"unknown dtype U16 in tensor w of file dir/model.safetensors"});
+  // FP8 (DeepSeek-V3's release): the way to a loadable checkpoint.
   ExpectError(Image(R"({"w": {"dtype": "F8_E4M3", "shape": [4], "data_offsets": [0, 4]}})", 4),
               StatusCode::kUnsupported,
-              {"unknown dtype F8_E4M3 in tensor w of file dir/model.safetensors"});
+              {"dtype F8_E4M3 in tensor w of file dir/model.safetensors",
+               "convert them to BF16 first (DeepSeek-V3's inference/fp8_cast_bf16.py)"});
 }
 
 TEST(SafetensorsTest, LyingOffsetsAndShapes) {
