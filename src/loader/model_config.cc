@@ -379,6 +379,8 @@ Status ModelConfig::Validate(const std::string& source) const {
     return Status::Ok();
   };
   RETURN_IF_ERROR(range("num_hidden_layers", "block_count", n_layers, 1, 1024));
+  // MLA's head_dim is qk_rope_head_dim: check the MLA fields under their own names first.
+  if (arch == "deepseek_v2" || arch == "deepseek_v3") RETURN_IF_ERROR(ValidateMlaMoe(source));
   RETURN_IF_ERROR(range("hidden_size", "embedding_length", hidden_dim, 1, 1 << 17));
   RETURN_IF_ERROR(range("intermediate_size", "feed_forward_length", ffn_dim, 1, 1 << 20));
   RETURN_IF_ERROR(range("num_attention_heads", "attention.head_count", n_heads, 1, 1024));
@@ -446,7 +448,6 @@ Status ModelConfig::Validate(const std::string& source) const {
                  fmt::format("an id below vocab_size ({})", vocab_size));
     }
   }
-  if (arch == "deepseek_v2" || arch == "deepseek_v3") RETURN_IF_ERROR(ValidateMlaMoe(source));
   if (arch == "llama_eagle3") {
     RETURN_IF_ERROR(range("draft_vocab_size", nullptr, draft_vocab_size, 0, vocab_size));
     RETURN_IF_ERROR(range("target_hidden_size", nullptr, target_hidden_size, 0, 1 << 17));

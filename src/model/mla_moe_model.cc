@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "kernels/ops.h"
 #include "model/moe_router.h"
@@ -147,6 +148,16 @@ Status MlaMoeModel::BindLayer(const Checkpoint& ck, int l, Layer* L) {
   return Status::Ok();
 }
 
+void MlaMoeModel::ForEachHead(int n_heads, const std::function<void(int)>& fn) {
+  if (pool_ == nullptr || pool_->size() == 1 || n_heads == 1) {
+    for (int h = 0; h < n_heads; ++h) fn(h);
+    return;
+  }
+  pool_->ParallelFor(n_heads, [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h) fn(static_cast<int>(h));
+  });
+}
+
 void MlaMoeModel::Attention(const Layer& L, int l, const std::vector<SeqInput>& batch,
                             const BatchLayout& layout, KvCache* kv, float* att) {
   const MlaConfig& m = config_.mla;
@@ -176,7 +187,7 @@ void MlaMoeModel::Attention(const Layer& L, int l, const std::vector<SeqInput>& 
   // q̃ (T, nh, W), pre-scaled so the kernel's 1/sqrt(W) gives the model's scale.
   float* lat = Grow(lat_, size_t(T) * W);
   float* qlat = Grow(qlat_, size_t(T) * nh * W);
-  float* rot = Grow(tmp_, size_t(T) * std::max(nh, 1) * std::max(dr, dn));
+  float* rot = Grow(tmp_, size_t(T) * nh * dr);
   {
     OpTimer timer(prof, ProfOp::kRope);
     for (int t = 0; t < T; ++t) {
@@ -200,23 +211,26 @@ void MlaMoeModel::Attention(const Layer& L, int l, const std::vector<SeqInput>& 
         for (int i = 0; i < dr; ++i) dst[i] = src[i] * s;
       }
   }
+  // Per-head matmuls are small: the pool splits heads, each head's matmul
+  // runs on one thread.
   {
     OpTimer timer(prof, ProfOp::kMatQkv);
-    float* qn = Grow(tmp2_, size_t(T) * std::max(dn, R));
-    float* qa = Grow(alat_, size_t(T) * std::max(R, nh * W));
-    for (int h = 0; h < nh; ++h) {
+    ForEachHead(nh, [&](int h) {
+      thread_local std::vector<float> qn, qa;
+      qn.resize(size_t(T) * dn);
+      qa.resize(size_t(T) * R);
       for (int t = 0; t < T; ++t)
-        std::memcpy(qn + size_t(t) * dn, q + (size_t(t) * nh + h) * qkd, sizeof(float) * dn);
-      kernels::MatMul(L.uk_t[h], qn, T, qa, pool_);  // (T, R)
+        std::memcpy(&qn[size_t(t) * dn], q + (size_t(t) * nh + h) * qkd, sizeof(float) * dn);
+      kernels::MatMul(L.uk_t[h], qn.data(), T, qa.data(), nullptr);  // (T, R)
       for (int t = 0; t < T; ++t) {
         float* dst = qlat + (size_t(t) * nh + h) * W;
-        const float* src = qa + size_t(t) * R;
+        const float* src = &qa[size_t(t) * R];
         for (int i = 0; i < R; ++i) dst[i] = src[i] * q_scale_;
       }
-    }
+    });
   }
   // One MQA head of width W per sequence over its latent cache (V aliases K).
-  float* alat = Grow(alat_, size_t(T) * nh * W);
+  float* alat = Grow(alat_, size_t(T) * nh * W);  // (T, nh, W) attention outputs
   for (size_t s = 0; s < batch.size(); ++s) {
     OpTimer timer(prof, ProfOp::kAttention);
     const SeqInput& in = batch[s];
@@ -228,18 +242,17 @@ void MlaMoeModel::Attention(const Layer& L, int l, const std::vector<SeqInput>& 
                        in.tree_mask.empty() ? nullptr : in.tree_mask.data(), nh, 1, W,
                        alat + size_t(off) * nh * W, pool_);
   }
-  {
-    OpTimer timer(prof, ProfOp::kMatO);
-    float* ah = Grow(tmp2_, size_t(T) * std::max(dn, R));
-    float* vh = Grow(tmp_, size_t(T) * std::max(nh, 1) * std::max(dr, std::max(dn, dv)));
-    for (int h = 0; h < nh; ++h) {
-      for (int t = 0; t < T; ++t)
-        std::memcpy(ah + size_t(t) * R, alat + (size_t(t) * nh + h) * W, sizeof(float) * R);
-      kernels::MatMul(L.uv[h], ah, T, vh, pool_);  // (T, dv)
-      for (int t = 0; t < T; ++t)
-        std::memcpy(att + (size_t(t) * nh + h) * dv, vh + size_t(t) * dv, sizeof(float) * dv);
-    }
-  }
+  OpTimer timer(prof, ProfOp::kMatO);
+  ForEachHead(nh, [&](int h) {
+    thread_local std::vector<float> ah, vh;
+    ah.resize(size_t(T) * R);
+    vh.resize(size_t(T) * dv);
+    for (int t = 0; t < T; ++t)
+      std::memcpy(&ah[size_t(t) * R], alat + (size_t(t) * nh + h) * W, sizeof(float) * R);
+    kernels::MatMul(L.uv[h], ah.data(), T, vh.data(), nullptr);  // (T, dv)
+    for (int t = 0; t < T; ++t)
+      std::memcpy(att + (size_t(t) * nh + h) * dv, &vh[size_t(t) * dv], sizeof(float) * dv);
+  });
 }
 
 void MlaMoeModel::RunMlp(const Mlp& m, const float* x, int n, int units, float* y) {

@@ -19,6 +19,7 @@
 // weights are read once per step (prefill or verify), not once per token.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -80,6 +81,8 @@ class MlaMoeModel : public Model {
   // y (T, hidden) = the FFN of xn_ (dense or MoE), a partial sum under TP.
   void Ffn(const Layer& L, int T, float* y);
   void RunMlp(const Mlp& m, const float* x, int n, int units, float* y);
+  // fn(h) for every local head, heads split over the pool's threads.
+  void ForEachHead(int n_heads, const std::function<void(int)>& fn);
 
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;
@@ -88,8 +91,8 @@ class MlaMoeModel : public Model {
   size_t expert_bytes_ = 0;
   MoeStepStats moe_stats_;
   // Scratch (T-sized, grown).
-  std::vector<float> qa_, q_, kva_, lat_, tmp_, tmp2_, qlat_, alat_, att_, o_, gate_, up_,
-      logits_, weights_, ex_, ey_;
+  std::vector<float> qa_, q_, kva_, lat_, tmp_, qlat_, alat_, att_, o_, gate_, up_, logits_,
+      weights_, ex_, ey_;
   std::vector<int32_t> ids_;
 };
 
