@@ -37,6 +37,8 @@
 #   LLAMA_CPP_DIR  the llama.cpp build cache (default
 #               ${XDG_CACHE_HOME:-$HOME/.cache}/specd/llama.cpp-<llama-cpp-python version>)
 #   PYTHON      the Python whose pip fetches the source (default python3)
+#   LLAMA_BENCH_ARGS  extra llama-bench options for every row (default none;
+#               bench/deepseek_llama_cpp.sh passes "--repack 0")
 #   LLAMA_CPP_BUILD_ONLY=1  build llama.cpp (if not cached), print its BUILD_INFO, stop
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -121,8 +123,9 @@ for row in $ROWS; do
       s=$("$SPECD" --log-level warn generate --model "$model" --prompt-ids "$ids" -n "$n" \
           --ignore-eos --threads "$t" --kv-cache-tokens 1024 --json 2>/dev/null |
           python3 -c 'import json,sys; s=json.load(sys.stdin)["stats"]; print(s["prefill_tok_s"], s["decode_tok_s"])')
-      "$LLAMA_BENCH" -m "$model" -t "$t" -p 64 -n "$n" -r 1 -lm none -ngl 0 -o json \
-          >"$LJSON" 2>/dev/null
+      # shellcheck disable=SC2086  # LLAMA_BENCH_ARGS is a list of options
+      "$LLAMA_BENCH" -m "$model" -t "$t" -p 64 -n "$n" -r 1 -lm none -ngl 0 ${LLAMA_BENCH_ARGS:-} \
+          -o json >"$LJSON" 2>/dev/null
       l=$(python3 - "$LJSON" <<'PY'
 import json, sys
 tests = json.load(open(sys.argv[1]))
