@@ -10,6 +10,7 @@
 #include "base/logging.h"
 #include "base/mapped_file.h"
 #include "loader/weight_names.h"
+#include "modelgen/gguf_deepseek2_writer.h"
 #include "modelgen/safetensors_writer.h"
 
 namespace specd {
@@ -127,6 +128,7 @@ Status WriteSafetensorsModel(const ModelConfig& c, const std::vector<WeightSourc
 
 Status WriteGgufModel(const ModelConfig& c, const std::vector<WeightSource>& weights,
                       const GgufModelOptions& options, const std::string& path) {
+  if (c.IsMla()) return WriteDeepseek2Gguf(c, weights, options, path);
   std::string arch;
   if (c.arch == "llama" || c.arch == "mistral") {
     arch = "llama";
