@@ -88,9 +88,12 @@ void SetMetadata(const ModelConfig& c, const GgufModelOptions& o, GgufWriter* w)
 // The HF weights by name, with shape checks that name the tensor.
 class Weights {
  public:
+  // Names may carry `prefix` (Kimi-K2.5's "language_model.") or not; others
+  // (a vision tower) are simply never asked for.
   Weights(const std::vector<WeightSource>& ws, const std::string& prefix) {
     for (const WeightSource& s : ws) {
-      if (s.name.compare(0, prefix.size(), prefix) == 0) by_name_[s.name.substr(prefix.size())] = &s;
+      const bool prefixed = !prefix.empty() && s.name.compare(0, prefix.size(), prefix) == 0;
+      by_name_[prefixed ? s.name.substr(prefix.size()) : s.name] = &s;
     }
   }
   StatusOr<const WeightSource*> Get(const std::string& name,

@@ -44,7 +44,7 @@
 
 namespace specd {
 
-// REQUIRES: c.IsMla(). `weights` by HF name (c.tensor_prefix is stripped);
+// REQUIRES: c.IsMla(). `weights` by HF name, with or without c.tensor_prefix;
 // every tensor ExpectedTensors(c) lists must be there with its shape.
 Status WriteDeepseek2Gguf(const ModelConfig& c, const std::vector<WeightSource>& weights,
                           const GgufModelOptions& options, const std::string& path);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
@@ -14,11 +15,13 @@
 #include "loader/gguf_reader.h"
 #include "loader/test_util.h"
 #include "loader/weight_names.h"
+#include "modelgen/fixture.h"
 #include "modelgen/gguf_deepseek2_writer.h"
 
 namespace specd {
 namespace {
 
+using testing_util::RowOf;
 using testing_util::TempDir;
 
 uint32_t Fnv1a32(const std::string& s) {
@@ -201,6 +204,121 @@ TEST_F(Deepseek2WriterErrorTest, MissingAndMisshapenWeightsAreNamed) {
   ExpectStatus(Write(), StatusCode::kInvalidArgument,
                {"'model.layers.0.self_attn.kv_b_proj.weight'", "expected shape [128, 32]",
                 "found [128, 31]"});
+}
+
+
+// ---- make-model / quantize ----
+
+// What a row stored as `dt` reads back as.
+std::vector<float> Stored(DType dt, std::vector<float> v) {
+  std::vector<uint8_t> buf(RowBytes(dt, static_cast<int64_t>(v.size())));
+  QuantizeRow(dt, v.data(), buf.data(), static_cast<int64_t>(v.size()));
+  DequantizeRow(dt, buf.data(), v.data(), static_cast<int64_t>(v.size()));
+  return v;
+}
+
+// The writer's type policy (gguf_deepseek2_writer.h).
+DType Policy(DType dt, const std::string& name, const std::vector<int64_t>& shape) {
+  if (shape.size() < 2 || name.ends_with(".mlp.gate.weight")) return DType::kF32;
+  if (IsQuantized(dt) && shape.back() % kQuantBlock != 0) return DType::kF16;
+  return dt;
+}
+
+// Every weight of `weights` (names without `prefix`) in `ck` as the policy
+// stores it; kv_b_proj (rebuilt across attn_k_b's rows, checked in
+// loader/gguf_deepseek2_test.cc) only for its shape and F32 type.
+void ExpectStoredWeights(const Checkpoint& ck, const std::vector<WeightSource>& weights,
+                         const std::string& prefix, DType dt) {
+  int checked = 0;
+  for (const WeightSource& w : weights) {
+    if (w.name.compare(0, prefix.size(), prefix) != 0) continue;  // a vision tower
+    const std::string name = w.name.substr(prefix.size());
+    SCOPED_TRACE(name);
+    auto t = ck.Get(name);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_EQ(t->shape, w.shape);
+    if (name.ends_with(".kv_b_proj.weight")) {
+      EXPECT_EQ(t->dtype, IsQuantized(dt) ? DType::kF32 : dt);
+      continue;
+    }
+    const DType sdt = Policy(dt, name, w.shape);
+    ASSERT_EQ(t->dtype, sdt);
+    std::vector<float> row(static_cast<size_t>(w.shape.back()));
+    for (int64_t r = 0; r < t->rows(); ++r) {
+      w.rows(r, row.data());
+      ASSERT_EQ(RowOf(*t, r), Stored(sdt, row)) << "row " << r;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+class Deepseek2MakeModelTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Deepseek2MakeModelTest, GgufQ4_0ReadsBackThePresetAndItsWeights) {
+  auto want = FixturePreset(GetParam());
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  TempDir dir;
+  FixtureOptions o;
+  o.preset = GetParam();
+  o.format = "gguf";
+  o.dtype = DType::kQ4_0;
+  o.vocab = "synthetic";
+  o.out = dir / "m.gguf";
+  Status st = MakeFixture(o);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto ck = OpenCheckpoint(o.out);
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  const ModelConfig& c = (*ck)->config();
+  EXPECT_EQ(c.arch, want->arch);
+  EXPECT_EQ(c.n_layers, want->n_layers);
+  EXPECT_EQ(c.hidden_dim, want->hidden_dim);
+  EXPECT_EQ(c.vocab_size, want->vocab_size);
+  EXPECT_EQ(c.tensor_prefix, "");
+  EXPECT_EQ(c.mla.q_lora_rank, want->mla.q_lora_rank);
+  EXPECT_EQ(c.mla.qk_nope_head_dim, want->mla.qk_nope_head_dim);
+  EXPECT_EQ(c.mla.v_head_dim, want->mla.v_head_dim);
+  EXPECT_EQ(c.moe.n_routed_experts, want->moe.n_routed_experts);
+  EXPECT_EQ(c.moe.topk_method, want->moe.topk_method);
+  EXPECT_EQ(c.moe.n_group, want->moe.n_group);
+  EXPECT_EQ(c.moe.routed_scaling_factor, want->moe.routed_scaling_factor);
+  EXPECT_EQ(c.rope_scaling.type, want->rope_scaling.type);
+  EXPECT_EQ(c.rope_scaling.factor, want->rope_scaling.factor);
+  EXPECT_EQ(c.bos_id, want->bos_id);
+  EXPECT_EQ(c.eos_ids, want->eos_ids);
+  EXPECT_EQ((*ck)->gguf_vocab().tokens.size(), static_cast<size_t>(want->vocab_size));
+  ExpectStoredWeights(**ck, RandomWeights(*want, 0), want->tensor_prefix, DType::kQ4_0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, Deepseek2MakeModelTest,
+                         ::testing::Values("deepseek-v3-tiny", "kimi-k2-tiny", "kimi-k25-tiny",
+                                           "moonlight-tiny", "deepseek-v2-lite-tiny"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+TEST(Deepseek2QuantizeTest, SafetensorsCheckpointToQ8_0Gguf) {
+  // specd quantize: a DeepSeek safetensors folder -> WeightsFromCheckpoint ->
+  // WriteGgufModel; the GGUF holds the folder's values at Q8_0.
+  TempDir dir;
+  FixtureOptions o;
+  o.preset = "moonlight-tiny";
+  o.dtype = DType::kF32;
+  o.out = dir / "hf";
+  ASSERT_TRUE(MakeFixture(o).ok());
+  auto st = OpenCheckpoint(o.out);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  auto weights = WeightsFromCheckpoint(**st);
+  ASSERT_TRUE(weights.ok()) << weights.status().ToString();
+  GgufModelOptions go;
+  go.dtype = DType::kQ8_0;
+  ASSERT_TRUE(WriteGgufModel((*st)->config(), *weights, go, dir / "m.gguf").ok());
+  auto gg = OpenCheckpoint(dir / "m.gguf");
+  ASSERT_TRUE(gg.ok()) << gg.status().ToString();
+  EXPECT_EQ((*gg)->config().arch, (*st)->config().arch);
+  ExpectStoredWeights(**gg, *weights, "", DType::kQ8_0);
 }
 
 }  // namespace
