@@ -28,9 +28,9 @@ pack_to_int32 and dequantized by its decompress (src/loader/compressed_tensors_t
 
 Run from the repository root with the environment of scripts/setup-golden-venv.sh:
   .venv-golden/bin/python tests/python/compressed_tensors/make_goldens.py --specd build/release/specd
-src/modelgen/compressed_tensors_writer_test.cc regenerates each fixture with the
-same seed, quantizes it with specd and compares every tensor's sha256;
-tests/compressed_tensors_e2e_test.cc compares specd's greedy ids.
+tests/compressed_tensors_golden_test.cc regenerates each fixture with the same
+seed, quantizes it with `specd quantize` and compares every tensor's sha256 and
+the config, then runs specd's engine on the INT4 folder and compares greedy ids.
 """
 
 import argparse
