@@ -68,10 +68,12 @@ StatusOr<std::vector<int32_t>> ParseIds(const std::string& s) {
 // in `sizes`, and removes them again: the median of `iters` runs, in ms.
 // When `profiles` is set, the per-op profile of each size's timed runs is
 // appended to it (the profiler's earlier contents are restored afterwards).
+// `reads` gets what each size's last forward read of the weights.
 StatusOr<std::vector<double>> MeasureForwardCost(Engine& engine, OpProfile* profiler,
                                                  const std::vector<int32_t>& prompt,
                                                  const std::vector<int32_t>& sizes, int iters,
-                                                 std::vector<OpProfile>* profiles) {
+                                                 std::vector<OpProfile>* profiles,
+                                                 std::vector<Model::StepReads>* reads) {
   const OpProfile saved = *profiler;
   const ScopedSequence sequence(engine);
   const int seq = sequence.id();
@@ -109,6 +111,7 @@ StatusOr<std::vector<double>> MeasureForwardCost(Engine& engine, OpProfile* prof
       if (it > 0) runs.push_back(run_ms);
       RETURN_IF_ERROR(engine.Apply(KvEdit::Truncate(seq, base)));
     }
+    reads->push_back(engine.runner().model().LastStepReads());
     if (profiles != nullptr) profiles->push_back(*profiler);
     std::sort(runs.begin(), runs.end());
     ms.push_back(runs[runs.size() / 2]);
@@ -208,10 +211,12 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo, Mode
   std::vector<int32_t> cost_sizes;
   std::vector<double> cost;
   std::vector<OpProfile> cost_profiles;
+  std::vector<Model::StepReads> cost_reads;
   if (!f.verify_cost.empty()) {
     ASSIGN_OR_RETURN(cost_sizes, ParseIds(f.verify_cost));
     ASSIGN_OR_RETURN(cost, MeasureForwardCost(engine, &runner->profile(), req.prompt, cost_sizes,
-                                              f.verify_iters, f.profile ? &cost_profiles : nullptr));
+                                              f.verify_iters, f.profile ? &cost_profiles : nullptr,
+                                              &cost_reads));
   }
   if (f.json) {
     nlohmann::json j;
@@ -272,7 +277,11 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo, Mode
     if (!cost.empty()) {
       nlohmann::json vc = nlohmann::json::array();
       for (size_t i = 0; i < cost.size(); ++i) {
-        nlohmann::json c = {{"n", cost_sizes[i]}, {"ms", cost[i]}};
+        nlohmann::json c = {{"n", cost_sizes[i]},
+                            {"ms", cost[i]},
+                            {"weight_bytes", cost_reads[i].weight_bytes}};
+        if (engine.config().moe.n_routed_experts > 0)
+          c["experts_per_moe_layer"] = cost_reads[i].experts_per_moe_layer;
         if (i < cost_profiles.size()) c["profile"] = ProfileJson(cost_profiles[i])["decode"];
         vc.push_back(c);
       }
@@ -320,8 +329,13 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo, Mode
     std::fprintf(stderr, "[forward over n tokens after %zu prompt tokens (median of %d):",
                  req.prompt.size(), f.verify_iters);
     for (size_t i = 0; i < cost_sizes.size(); ++i)
-      std::fprintf(stderr, " n=%d %.2f ms (%.2fx n=%d)", cost_sizes[i], cost[i], cost[i] / cost[0],
+    {
+      std::fprintf(stderr, " n=%d %.2f ms (%.2fx n=%d", cost_sizes[i], cost[i], cost[i] / cost[0],
                    cost_sizes[0]);
+      if (engine.config().moe.n_routed_experts > 0)
+        std::fprintf(stderr, ", %.1f experts/layer", cost_reads[i].experts_per_moe_layer);
+      std::fprintf(stderr, ")");
+    }
     std::fprintf(stderr, "]\n");
     for (size_t i = 0; i < cost_profiles.size(); ++i) {
       std::fputs(cost_profiles[i]
@@ -389,7 +403,8 @@ void AddGenerateCommand(CLI::App& root, int* exit_code) {
   sub->add_option("--verify-cost", f->verify_cost,
                   "After generating, time one forward over N tokens (all logits, as a "
                   "verification pass) after the prompt, for each N of a list such as 1,4,8,16; "
-                  "printed on stderr, with --json as \"forward_cost\": [{\"n\", \"ms\"}]; "
+                  "printed on stderr, with --json as \"forward_cost\": [{\"n\", \"ms\", "
+                  "\"weight_bytes\" read, MoE: \"experts_per_moe_layer\"}]; "
                   "with --profile also a per-op table per N (\"profile\" in each entry)");
   sub->add_option("--verify-iters", f->verify_iters,
                   "Runs per --verify-cost size; the median is reported (default 10)");

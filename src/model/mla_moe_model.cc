@@ -138,6 +138,7 @@ Status MlaMoeModel::BindLayer(const Checkpoint& ck, int l, Layer* L) {
                              plan_.expert_ffn_begin, plan_.expert_ffn_len, &L->experts[x]));
   }
   expert_bytes_ = mlp_bytes(L->experts[0]);
+  ++n_moe_layers_;
   weight_bytes_ += router.nbytes + static_cast<size_t>(e.top_k) * expert_bytes_;
   L->has_shared = e.n_shared_experts > 0;
   if (L->has_shared) {
@@ -253,6 +254,14 @@ void MlaMoeModel::Attention(const Layer& L, int l, const std::vector<SeqInput>& 
     for (int t = 0; t < T; ++t)
       std::memcpy(att + (size_t(t) * nh + h) * dv, &vh[size_t(t) * dv], sizeof(float) * dv);
   });
+}
+
+Model::StepReads MlaMoeModel::LastStepReads() const {
+  StepReads r;
+  const size_t decode_experts = size_t(n_moe_layers_) * config_.moe.top_k * expert_bytes_;
+  r.weight_bytes = weight_bytes_ - decode_experts + size_t(moe_stats_.expert_reads) * expert_bytes_;
+  if (n_moe_layers_ > 0) r.experts_per_moe_layer = double(moe_stats_.expert_reads) / n_moe_layers_;
+  return r;
 }
 
 void MlaMoeModel::RunMlp(const Mlp& m, const float* x, int n, int units, float* y) {

@@ -49,6 +49,7 @@ class MlaMoeModel : public Model {
   Status Forward(const std::vector<SeqInput>& batch, KvCache* kv, ForwardOutput* out) override;
 
   const MoeStepStats& last_moe_stats() const { return moe_stats_; }
+  StepReads LastStepReads() const override;
   // Bytes of one routed expert on this rank (gate + up + down).
   size_t expert_bytes() const { return expert_bytes_; }
 
@@ -89,6 +90,7 @@ class MlaMoeModel : public Model {
   float q_scale_ = 1.f;     // folds the softmax scale into q̃ (the kernel scales by 1/sqrt(R + dr))
   float rope_scale2_ = 1.f; // YaRN attention factor², applied to q̃'s RoPE part
   size_t expert_bytes_ = 0;
+  int n_moe_layers_ = 0;
   MoeStepStats moe_stats_;
   // Scratch (T-sized, grown).
   std::vector<float> qa_, q_, kva_, lat_, tmp_, qlat_, alat_, att_, o_, gate_, up_, logits_,

@@ -58,6 +58,15 @@ class Model {
   size_t weight_bytes() const { return weight_bytes_; }
   // The embedding table (vocab, hidden), e.g. for a draft head sharing it.
   const TensorView& embedding() const { return embed_; }
+  // What the last Forward read of this rank's weights: all of them for a dense
+  // model; for MoE, everything but the routed experts plus the distinct
+  // experts the step's tokens chose (a verify pass of n tokens reads up to
+  // n · top_k experts per layer, a decode step top_k).
+  struct StepReads {
+    size_t weight_bytes = 0;
+    double experts_per_moe_layer = 0;  // distinct routed experts run, mean over MoE layers
+  };
+  virtual StepReads LastStepReads() const { return {weight_bytes_, 0}; }
   // KV cache slot widths on this rank: K and V floats (V 0: V aliases K).
   virtual int kv_k_dim() const = 0;
   virtual int kv_v_dim() const = 0;
