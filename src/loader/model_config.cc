@@ -367,7 +367,8 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 Status ModelConfig::Validate(const std::string& source) const {
-  KeyNames key{EndsWith(source, ".gguf"), arch == "mistral" ? "llama" : arch};
+  KeyNames key{EndsWith(source, ".gguf"),
+               arch == "mistral" ? std::string("llama") : (IsMla() ? std::string("deepseek2") : arch)};
   auto bad = [&](const std::string& name, auto value, const std::string& expected) {
     return InvalidArgumentError(
         fmt::format("{}: {} = {}: expected {}", source, name, value, expected));
