@@ -43,9 +43,61 @@ bool SplitLayer(const std::string& name, const std::string& prefix, int* layer, 
   return true;
 }
 
-}  // namespace
+// The DeepSeek-V2/V3 layer tensors (weight_names.h), without tensor_prefix.
+void AppendMlaLayer(const ModelConfig& c, int l, std::vector<TensorSpec>* out) {
+  const MlaConfig& m = c.mla;
+  const MoeConfig& e = c.moe;
+  const int64_t hidden = c.hidden_dim, heads = c.n_heads;
+  const std::string p = "model.layers." + std::to_string(l) + ".";
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, bool norm) {
+    out->push_back({p + name, std::move(shape), norm});
+  };
+  auto mlp = [&](const std::string& prefix, int64_t ffn) {
+    add(prefix + "gate_proj.weight", {ffn, hidden}, false);
+    add(prefix + "up_proj.weight", {ffn, hidden}, false);
+    add(prefix + "down_proj.weight", {hidden, ffn}, false);
+  };
+  add("input_layernorm.weight", {hidden}, true);
+  if (m.q_lora_rank > 0) {
+    add("self_attn.q_a_proj.weight", {m.q_lora_rank, hidden}, false);
+    add("self_attn.q_a_layernorm.weight", {m.q_lora_rank}, true);
+    add("self_attn.q_b_proj.weight", {heads * m.qk_head_dim(), m.q_lora_rank}, false);
+  } else {
+    add("self_attn.q_proj.weight", {heads * m.qk_head_dim(), hidden}, false);
+  }
+  add("self_attn.kv_a_proj_with_mqa.weight", {m.latent_dim(), hidden}, false);
+  add("self_attn.kv_a_layernorm.weight", {m.kv_lora_rank}, true);
+  add("self_attn.kv_b_proj.weight", {heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank},
+      false);
+  add("self_attn.o_proj.weight", {hidden, heads * m.v_head_dim}, false);
+  add("post_attention_layernorm.weight", {hidden}, true);
+  if (!e.IsMoeLayer(l)) {
+    mlp("mlp.", c.ffn_dim);
+    return;
+  }
+  add("mlp.gate.weight", {e.n_routed_experts, hidden}, false);
+  if (e.topk_method == "noaux_tc") {
+    add("mlp.gate.e_score_correction_bias", {e.n_routed_experts}, true);
+  }
+  for (int x = 0; x < e.n_routed_experts; ++x) {
+    mlp("mlp.experts." + std::to_string(x) + ".", e.expert_ffn_dim);
+  }
+  if (e.n_shared_experts > 0) {
+    mlp("mlp.shared_experts.", int64_t{e.expert_ffn_dim} * e.n_shared_experts);
+  }
+}
 
-std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c) {
+std::vector<TensorSpec> ExpectedMlaTensors(const ModelConfig& c) {
+  const int64_t hidden = c.hidden_dim;
+  std::vector<TensorSpec> out;
+  out.push_back({"model.embed_tokens.weight", {c.vocab_size, hidden}, false});
+  for (int l = 0; l < c.n_layers; ++l) AppendMlaLayer(c, l, &out);
+  out.push_back({"model.norm.weight", {hidden}, true});
+  if (!c.tie_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, hidden}, false});
+  return out;
+}
+
+std::vector<TensorSpec> ExpectedLlamaTensors(const ModelConfig& c) {
   const int64_t hidden = c.hidden_dim, q_dim = int64_t{c.n_heads} * c.head_dim,
                 kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
   std::vector<TensorSpec> out;
@@ -73,6 +125,16 @@ std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c) {
   }
   out.push_back({"model.norm.weight", {hidden}, true});
   if (!c.tie_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, hidden}, false});
+  return out;
+}
+
+}  // namespace
+
+std::vector<TensorSpec> ExpectedTensors(const ModelConfig& c) {
+  std::vector<TensorSpec> out = c.IsMla() ? ExpectedMlaTensors(c) : ExpectedLlamaTensors(c);
+  if (!c.tensor_prefix.empty()) {
+    for (TensorSpec& s : out) s.name = c.tensor_prefix + s.name;
+  }
   return out;
 }
 
@@ -112,6 +174,7 @@ int64_t GgufRowToHfRow(int64_t gguf_row, int64_t rows, int n_head) {
 }
 
 bool IsPermutedForGguf(const std::string& hf_name, const ModelConfig& c, int* n_head) {
+  if (c.IsMla()) return false;  // llama.cpp's deepseek2 keeps the HF rows
   auto ends_with = [&](const char* s) {
     std::string suffix(s);
     return hf_name.size() >= suffix.size() &&

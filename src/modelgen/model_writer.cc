@@ -3,9 +3,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <memory>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/logging.h"
 #include "base/mapped_file.h"
@@ -31,6 +32,8 @@ StatusOr<std::vector<WeightSource>> WeightsFromCheckpoint(const Checkpoint& ck) 
   for (const TensorSpec& spec : ExpectedTensors(c)) {
     ASSIGN_OR_RETURN(TensorView t, ck.Get(spec.name, spec.shape));
     int n_head = 0;
+    // IsPermutedForGguf is false for MLA models, whose kInterleaved is the
+    // model's own RoPE, not a GGUF row permutation.
     const bool unpermute =
         c.rope_style == RopeStyle::kInterleaved && IsPermutedForGguf(spec.name, c, &n_head);
     const int64_t rows = t.rows(), cols = t.cols();
@@ -62,9 +65,116 @@ const char* HfArchitecture(const std::string& arch) {
   return nullptr;
 }
 
+const char* TorchDtype(DType dtype) {
+  return dtype == DType::kBF16 ? "bfloat16" : dtype == DType::kF16 ? "float16" : "float32";
+}
+
+// A float as the shortest decimal that reads back as the same float, so
+// config.json holds 2.827 rather than 2.8269999027252197.
+double ShortestDecimal(float x) { return std::stod(fmt::format("{}", x)); }
+
+// config.json of a DeepSeek-V2/V3 model with the keys transformers'
+// DeepseekV2Config / DeepseekV3Config and ParseHfConfig read; for
+// tensor_prefix "language_model." the KimiK25ForConditionalGeneration wrapper
+// with the text model under text_config.
+StatusOr<std::string> DeepseekConfigJson(const ModelConfig& c, DType dtype) {
+  const bool v3 = c.arch == "deepseek_v3";
+  if (!c.tensor_prefix.empty() && !(v3 && c.tensor_prefix == "language_model.")) {
+    return UnsupportedError(fmt::format("cannot write a config.json for {} with tensor prefix '{}' "
+                                        "(supported: 'language_model.' for deepseek_v3, as "
+                                        "Kimi-K2.5)",
+                                        c.arch, c.tensor_prefix));
+  }
+  const MlaConfig& m = c.mla;
+  const MoeConfig& e = c.moe;
+  nlohmann::ordered_json j;
+  j["architectures"] = {v3 ? "DeepseekV3ForCausalLM" : "DeepseekV2ForCausalLM"};
+  j["model_type"] = c.arch;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_dim;
+  j["intermediate_size"] = c.ffn_dim;
+  j["moe_intermediate_size"] = e.expert_ffn_dim;
+  j["num_hidden_layers"] = c.n_layers;
+  j["num_attention_heads"] = c.n_heads;
+  j["num_key_value_heads"] = c.n_kv_heads;
+  j["n_shared_experts"] = e.n_shared_experts;
+  j["n_routed_experts"] = e.n_routed_experts;
+  j["routed_scaling_factor"] = ShortestDecimal(e.routed_scaling_factor);
+  j["kv_lora_rank"] = m.kv_lora_rank;
+  j["q_lora_rank"] = m.q_lora_rank > 0 ? nlohmann::ordered_json(m.q_lora_rank) : nullptr;
+  j["qk_rope_head_dim"] = m.qk_rope_head_dim;
+  j["v_head_dim"] = m.v_head_dim;
+  j["qk_nope_head_dim"] = m.qk_nope_head_dim;
+  j["topk_method"] = e.topk_method;
+  j["scoring_func"] = e.scoring;
+  j["n_group"] = e.n_group;
+  j["topk_group"] = e.topk_group;
+  j["num_experts_per_tok"] = e.top_k;
+  j["moe_layer_freq"] = e.layer_freq;
+  // transformers builds MoE layers from first_k_dense_replace on: a dense
+  // model has every layer dense.
+  j["first_k_dense_replace"] = e.n_routed_experts > 0 ? e.first_k_dense : c.n_layers;
+  j["norm_topk_prob"] = e.norm_topk_prob;
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = c.max_seq_len;
+  j["rms_norm_eps"] = ShortestDecimal(c.norm_eps);
+  j["rope_theta"] = ShortestDecimal(c.rope_theta);
+  const RopeScaling& y = c.rope_scaling;
+  if (y.type == "yarn") {
+    nlohmann::ordered_json rs;
+    rs["type"] = "yarn";
+    rs["rope_type"] = "yarn";
+    rs["factor"] = ShortestDecimal(y.factor);
+    rs["original_max_position_embeddings"] = y.original_max_position;
+    rs["beta_fast"] = ShortestDecimal(y.beta_fast);
+    rs["beta_slow"] = ShortestDecimal(y.beta_slow);
+    if (y.mscale > 0) rs["mscale"] = ShortestDecimal(y.mscale);
+    if (y.mscale_all_dim > 0) rs["mscale_all_dim"] = ShortestDecimal(y.mscale_all_dim);
+    if (!y.truncate) rs["truncate"] = false;
+    j["rope_scaling"] = rs;
+  } else if (y.type.empty()) {
+    j["rope_scaling"] = nullptr;
+  } else {
+    return UnsupportedError(fmt::format("cannot write a config.json for {} with RoPE scaling '{}' "
+                                        "(supported: none, yarn)",
+                                        c.arch, y.type));
+  }
+  if (v3) {
+    j["rope_interleave"] = c.rope_style == RopeStyle::kInterleaved;
+    j["num_nextn_predict_layers"] = 0;  // no multi-token-prediction layers
+  } else if (c.rope_style != RopeStyle::kInterleaved) {
+    return UnsupportedError("cannot write a DeepseekV2 config.json with rotate_half RoPE "
+                            "(DeepseekV2 always rotates interleaved pairs)");
+  }
+  j["attention_bias"] = false;
+  j["attention_dropout"] = 0.0;
+  j["tie_word_embeddings"] = c.tie_embeddings;
+  if (c.bos_id >= 0) j["bos_token_id"] = c.bos_id;
+  if (c.eos_ids.size() == 1) {
+    j["eos_token_id"] = c.eos_ids[0];
+  } else if (!c.eos_ids.empty()) {
+    j["eos_token_id"] = c.eos_ids;
+  }
+  j["torch_dtype"] = TorchDtype(dtype);
+  j["use_cache"] = true;
+  if (c.tensor_prefix.empty()) return j.dump(2) + "\n";
+
+  // Kimi-K2.5: the wrapper names the vision tower the fixture's fake
+  // vision tensors stand for (KimiK25VisionTensors in modelgen/fixture.h).
+  nlohmann::ordered_json w;
+  w["architectures"] = {"KimiK25ForConditionalGeneration"};
+  w["model_type"] = "kimi_k25";
+  w["text_config"] = j;
+  w["vision_config"] = {{"model_type", "moonvit"}, {"hidden_size", 16}, {"patch_size", 2}};
+  w["torch_dtype"] = TorchDtype(dtype);
+  w["tie_word_embeddings"] = c.tie_embeddings;
+  return w.dump(2) + "\n";
+}
+
 }  // namespace
 
 StatusOr<std::string> HfConfigJson(const ModelConfig& c, DType dtype) {
+  if (c.IsMla()) return DeepseekConfigJson(c, dtype);
   const char* arch = HfArchitecture(c.arch);
   if (arch == nullptr) {
     return UnsupportedError(fmt::format("cannot write a config.json for architecture '{}'", c.arch));
@@ -101,8 +211,15 @@ StatusOr<std::string> HfConfigJson(const ModelConfig& c, DType dtype) {
   } else if (!c.eos_ids.empty()) {
     j["eos_token_id"] = c.eos_ids;
   }
-  j["torch_dtype"] = dtype == DType::kBF16 ? "bfloat16" : dtype == DType::kF16 ? "float16" : "float32";
+  j["torch_dtype"] = TorchDtype(dtype);
   return j.dump(2) + "\n";
+}
+
+DType StoredDType(const std::string& name, DType dtype) {
+  static const std::string kBias = ".e_score_correction_bias";
+  const bool bias = name.size() >= kBias.size() &&
+                    name.compare(name.size() - kBias.size(), kBias.size(), kBias) == 0;
+  return bias ? DType::kF32 : dtype;
 }
 
 Status WriteSafetensorsModel(const ModelConfig& c, const std::vector<WeightSource>& weights,
@@ -120,7 +237,7 @@ Status WriteSafetensorsModel(const ModelConfig& c, const std::vector<WeightSourc
   w.SetMetadata("format", "pt");
   for (const WeightSource& ws : weights) {
     if (c.tie_embeddings && ws.name == "lm_head.weight") continue;
-    RETURN_IF_ERROR(w.AddTensor(ws.name, dtype, ws.shape, ws.rows));
+    RETURN_IF_ERROR(w.AddTensor(ws.name, StoredDType(ws.name, dtype), ws.shape, ws.rows));
   }
   RETURN_IF_ERROR(w.Write(dir + "/model.safetensors"));
   return WriteStringToFile(dir + "/config.json", config_text);

@@ -26,7 +26,12 @@ struct WeightSource {
 StatusOr<std::vector<WeightSource>> WeightsFromCheckpoint(const Checkpoint& ck);
 
 // config.json text for `c` (HF keys, so ParseHfConfig reads back the same
-// ModelConfig with RopeStyle::kHalf). `dtype` fills torch_dtype.
+// ModelConfig: RopeStyle::kHalf for the Llama family). DeepSeek-V2/V3 configs
+// carry what transformers' DeepseekV2Config / DeepseekV3Config read (q_lora_rank
+// null for a plain q_proj, rope_scaling with "type" and "rope_type" yarn,
+// rope_interleave, num_nextn_predict_layers 0); tensor_prefix
+// "language_model." writes Kimi-K2.5's KimiK25ForConditionalGeneration with
+// the model under text_config. `dtype` fills torch_dtype.
 StatusOr<std::string> HfConfigJson(const ModelConfig& c, DType dtype);
 
 struct GgufModelOptions {
@@ -39,14 +44,21 @@ struct GgufModelOptions {
 // permuted for interleaved RoPE exactly as convert_hf_to_gguf.py does),
 // "qwen2"/"qwen3" unpermuted; llama3 RoPE scaling as rope_freqs.weight.
 // Matrices whose rows are not a multiple of 32 fall back from q8_0/q4_0 to
-// f16 (logged). Unsupported for llama_eagle3.
+// f16 (logged). Unsupported for llama_eagle3; MLA (DeepSeek-V2/V3) models go
+// to WriteDeepseek2Gguf (modelgen/gguf_deepseek2_writer.h).
 Status WriteGgufModel(const ModelConfig& c, const std::vector<WeightSource>& weights,
                       const GgufModelOptions& options, const std::string& path);
 
 // Writes `dir`/model.safetensors and `dir`/config.json (creating `dir`).
-// dtype: f32, f16 or bf16 (norms included, as HF checkpoints do).
+// dtype: f32, f16 or bf16 for every tensor (norms included, as HF checkpoints
+// do) except StoredDType's exceptions.
 Status WriteSafetensorsModel(const ModelConfig& c, const std::vector<WeightSource>& weights,
                              DType dtype, const std::string& dir);
+
+// The dtype WriteSafetensorsModel stores tensor `name` in when asked for
+// `dtype`: MoE routers' e_score_correction_bias stays f32 (as DeepSeek-V3 and
+// Kimi-K2 checkpoints store it); everything else `dtype`.
+DType StoredDType(const std::string& name, DType dtype);
 
 // Inverse of GgufRowToHfRow: the GGUF row holding HF row `hf_row`.
 int64_t HfRowToGgufRow(int64_t hf_row, int64_t rows, int n_head);

@@ -51,6 +51,29 @@ void ExpectSameConfig(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.qk_norm, b.qk_norm);
   EXPECT_EQ(a.bos_id, b.bos_id);
   EXPECT_EQ(a.eos_ids, b.eos_ids);
+  EXPECT_FLOAT_EQ(a.rope_scaling.beta_fast, b.rope_scaling.beta_fast);
+  EXPECT_FLOAT_EQ(a.rope_scaling.beta_slow, b.rope_scaling.beta_slow);
+  EXPECT_FLOAT_EQ(a.rope_scaling.mscale, b.rope_scaling.mscale);
+  EXPECT_FLOAT_EQ(a.rope_scaling.mscale_all_dim, b.rope_scaling.mscale_all_dim);
+  EXPECT_EQ(a.rope_scaling.truncate, b.rope_scaling.truncate);
+  EXPECT_EQ(a.mla.q_lora_rank, b.mla.q_lora_rank);
+  EXPECT_EQ(a.mla.kv_lora_rank, b.mla.kv_lora_rank);
+  EXPECT_EQ(a.mla.qk_nope_head_dim, b.mla.qk_nope_head_dim);
+  EXPECT_EQ(a.mla.qk_rope_head_dim, b.mla.qk_rope_head_dim);
+  EXPECT_EQ(a.mla.v_head_dim, b.mla.v_head_dim);
+  EXPECT_EQ(a.moe.n_routed_experts, b.moe.n_routed_experts);
+  EXPECT_EQ(a.moe.n_shared_experts, b.moe.n_shared_experts);
+  EXPECT_EQ(a.moe.top_k, b.moe.top_k);
+  EXPECT_EQ(a.moe.expert_ffn_dim, b.moe.expert_ffn_dim);
+  EXPECT_EQ(a.moe.first_k_dense, b.moe.first_k_dense);
+  EXPECT_EQ(a.moe.layer_freq, b.moe.layer_freq);
+  EXPECT_EQ(a.moe.scoring, b.moe.scoring);
+  EXPECT_EQ(a.moe.topk_method, b.moe.topk_method);
+  EXPECT_EQ(a.moe.n_group, b.moe.n_group);
+  EXPECT_EQ(a.moe.topk_group, b.moe.topk_group);
+  EXPECT_EQ(a.moe.norm_topk_prob, b.moe.norm_topk_prob);
+  EXPECT_FLOAT_EQ(a.moe.routed_scaling_factor, b.moe.routed_scaling_factor);
+  EXPECT_EQ(a.tensor_prefix, b.tensor_prefix);
 }
 
 class RoundTripTest : public ::testing::TestWithParam<std::string> {};
@@ -71,7 +94,8 @@ TEST_P(RoundTripTest, SafetensorsF32IsExact) {
   for (const WeightSource& w : RandomWeights(*c, 7)) {
     auto t = (*ck)->Get(w.name, w.shape);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
-    for (int64_t r = 0; r < t->rows(); ++r) ASSERT_EQ(RowOf(*t, r), Stored(w, r, DType::kF32)) << w.name;
+    for (int64_t r = 0; r < t->rows(); ++r)
+      ASSERT_EQ(RowOf(*t, r), Stored(w, r, DType::kF32)) << w.name;
   }
   if (c->tie_embeddings) {
     EXPECT_EQ((*ck)->Get("lm_head.weight")->data, (*ck)->Get("model.embed_tokens.weight")->data);
@@ -117,6 +141,50 @@ TEST_P(RoundTripTest, GgufAllDtypesMatchReferenceQuantization) {
 
 INSTANTIATE_TEST_SUITE_P(Presets, RoundTripTest,
                          ::testing::Values("tiny", "qwen2-tiny", "qwen3-tiny"));
+
+// DeepSeek-V2/V3 family presets: config.json reads back as the same
+// ModelConfig (MLA, MoE routing, YaRN), and every tensor holds the fixture's
+// values: the matrices in the requested dtype, the routers'
+// e_score_correction_bias in f32 (StoredDType). Kimi-K2.5's "language_model."
+// prefix is stripped by the loader (its checkpoint's tensor_prefix is empty).
+class DeepseekRoundTripTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeepseekRoundTripTest, SafetensorsConfigAndValuesRoundTrip) {
+  auto c = FixturePreset(GetParam());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->IsMla());
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(dt));
+    TempDir tmp;
+    FixtureOptions o;
+    o.preset = GetParam();
+    o.dtype = dt;
+    o.out = tmp / "model";
+    o.seed = 9;
+    ASSERT_TRUE(MakeFixture(o).ok());
+    auto ck = OpenCheckpoint(o.out);
+    ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+    ModelConfig want = *c;
+    want.tensor_prefix.clear();
+    ExpectSameConfig(want, (*ck)->config());
+    EXPECT_EQ((*ck)->config().rope_style, RopeStyle::kInterleaved);
+    size_t n_bias = 0;
+    for (const WeightSource& w : RandomWeights(*c, 9)) {
+      auto t = (*ck)->Get(w.name.substr(c->tensor_prefix.size()), w.shape);
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      const bool bias = w.name.find("e_score_correction_bias") != std::string::npos;
+      n_bias += bias;
+      const DType want = bias ? DType::kF32 : dt;
+      ASSERT_EQ(t->dtype, want) << w.name;
+      for (int64_t r = 0; r < t->rows(); ++r) ASSERT_EQ(RowOf(*t, r), Stored(w, r, want)) << w.name;
+    }
+    EXPECT_EQ(n_bias, c->moe.topk_method == "noaux_tc" ? 2u : 0u);  // MoE layers 1 and 2
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, DeepseekRoundTripTest,
+                         ::testing::Values("deepseek-v3-tiny", "kimi-k2-tiny", "kimi-k25-tiny",
+                                           "moonlight-tiny", "deepseek-v2-lite-tiny"));
 
 TEST(RoundTripTest, SafetensorsAndGgufBf16GiveSameValues) {
   TempDir tmp;
@@ -166,7 +234,8 @@ TEST(RoundTripTest, ConvertingGgufBackToSafetensorsUndoesPermutation) {
   for (const WeightSource& w : RandomWeights(*c, 11)) {
     auto t = (*st)->Get(w.name, w.shape);
     ASSERT_TRUE(t.ok());
-    for (int64_t r = 0; r < t->rows(); ++r) ASSERT_EQ(RowOf(*t, r), Stored(w, r, DType::kF32)) << w.name;
+    for (int64_t r = 0; r < t->rows(); ++r)
+      ASSERT_EQ(RowOf(*t, r), Stored(w, r, DType::kF32)) << w.name;
     auto a = (*gg)->Get(w.name);
     auto b = (*again)->Get(w.name);
     ASSERT_TRUE(a.ok() && b.ok());
