@@ -52,7 +52,8 @@ void SetWeightPrefetch(bool on);
 // which some machines read much faster than 4 rows side by side;
 // docs/performance.md, "Stream decode"), or 4 rows side by side with software
 // prefetch (the A/B baseline). Results are the same for f32/f16/bf16 and
-// differ in f32 rounding only for q4_0.
+// differ in f32 rounding only for q4_0. Q4_BF16 decode always reads 4 rows
+// side by side (cpu/int4_kernels.h).
 bool StreamDecodeEnabled();
 void SetStreamDecode(bool on);
 // Bytes the stream decode kernels prefetch ahead along a row (default 0: none;

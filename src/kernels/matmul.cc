@@ -300,15 +300,13 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
 }
 
 // Q4_BF16 (W4A16): f32 activations, the kernel of the active quantized-dot
-// path. Batch-invariant in every mode (int4_kernels.h); the decode layout only
-// changes the order rows are read in.
+// path. Batch-invariant in every mode (int4_kernels.h).
 void Int4MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
                 int n_tokens, float* y, ThreadPool* pool) {
   const cpu::Int4RowsFn fn = cpu::Int4Rows(ActiveQuantDotIsa());
   const int64_t k = w.cols();
-  const bool stream = g_stream.load(std::memory_order_relaxed);
   RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
-    fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, x, n_tokens, y + r0, n_out, stream);
+    fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, x, n_tokens, y + r0, n_out);
   });
 }
 

@@ -15,9 +15,12 @@
 // The results differ from an f64 dot of the dequantized weights by f32
 // rounding only (ref::MatMul).
 //
-// Decode (one token) is memory-bound: each row is read once, front to back.
-// Prefill unpacks a weight block once for up to 8 tokens (AVX-512; 4 on
-// AVX2) and keeps a cache-sized group of rows hot across token chunks.
+// Decode (one token) reads each weight byte once, 4 rows side by side: the
+// unpacking makes it bound by the vector ports rather than by memory
+// (int4_avx512.cc), so the independent chains of 4 rows pay; the decode
+// layout flag (SetStreamDecode) does not apply. Prefill unpacks a weight
+// block once for up to 8 tokens (AVX-512; 4 on AVX2), with the activations of
+// a k chunk in L1 while a group of 16 rows passes over them.
 #pragma once
 
 #include <cstddef>
@@ -29,13 +32,11 @@ namespace specd::kernels::cpu {
 
 // y[t * ldy + i] = sum_j W[i, j] * x[t * k + j] for i < n_rows, t < n_tokens.
 // w: n_rows rows of k / 32 BlockQ4_BF16, row stride row_bytes. k % 32 == 0.
-// stream (one-token calls only; results do not depend on it): read one row at
-// a time front to back (true) or 4 rows side by side (false).
 using Int4RowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k,
-                            const float* x, int n_tokens, float* y, int64_t ldy, bool stream);
+                            const float* x, int n_tokens, float* y, int64_t ldy);
 
 void Int4RowsScalar(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k,
-                    const float* x, int n_tokens, float* y, int64_t ldy, bool stream);
+                    const float* x, int n_tokens, float* y, int64_t ldy);
 // Null off x86-64.
 Int4RowsFn Int4RowsAvx2();
 Int4RowsFn Int4RowsAvx512();

@@ -7,7 +7,7 @@
 namespace specd::kernels::cpu {
 
 void Int4RowsScalar(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k,
-                    const float* x, int n_tokens, float* y, int64_t ldy, bool /*stream*/) {
+                    const float* x, int n_tokens, float* y, int64_t ldy) {
   const int64_t nb = k / kQuantBlock;
   float wv[kQuantBlock];
   for (int64_t r = 0; r < n_rows; ++r) {
