@@ -38,7 +38,9 @@ echo "setup-golden-venv: creating $venv from $req"
 rm -rf "$venv"
 "$PY" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-# The CPU build of torch (no CUDA libraries); the other packages from PyPI.
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  --extra-index-url "${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}" -r "$req"
+# Everything from PyPI (its torch wheel brings CUDA libraries, a few GB, and
+# runs on the CPU). TORCH_INDEX_URL may name a CPU-only torch index instead.
+extra=()
+[ -n "${TORCH_INDEX_URL:-}" ] && extra=(--extra-index-url "$TORCH_INDEX_URL")
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${extra[@]}" -r "$req"
 echo "$want" > "$stamp"
