@@ -12,8 +12,10 @@
 namespace specd::kernels::ref {
 
 // Exact f32 math on dequantized weights: y = x · Wᵀ with f64 accumulation
-// (activations are NOT quantized, so quantized fast paths differ from this by
-// their activation-quantization error).
+// (activations are NOT quantized, so the Q8_0/Q4_0 fast paths differ from this
+// by their activation-quantization error; the Q4_BF16 (W4A16) paths, whose
+// weights dequantize exactly and whose activations stay f32, by f32 rounding
+// only).
 void MatMul(const TensorView& w, const float* x, int n_tokens, float* y);
 void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
                 int n_tokens, float* y);
