@@ -1,5 +1,6 @@
 // The DeepSeek-V2/V3 family (MLA + MoE) through the real binary: tensor
-// parallelism 1, 2 and 4 gives the same greedy ids; speculative greedy
+// parallelism 1, 2 and 4 (experts split by units, or whole experts per rank
+// with --ep) gives the same greedy ids; speculative greedy
 // decoding (an EAGLE-3 head reading the MoE target's auxiliary hidden states,
 // and n-gram drafts) equals plain greedy decoding at TP 1 and 2; the GGUF
 // (llama.cpp deepseek2) and safetensors forms of one fixture agree.
@@ -96,6 +97,9 @@ TEST_F(MlaMoeTest, SameGreedyTokensAtTp1Tp2Tp4) {
   EXPECT_EQ(Tokens(model_, "--tp 2"), one);
   EXPECT_EQ(Tokens(model_, "--tp 4"), one);
   EXPECT_EQ(Tokens(model_, "--tp 2 --no-fuse-allreduce-norm"), one);
+  // Expert parallelism: whole experts per rank.
+  EXPECT_EQ(Tokens(model_, "--tp 2 --ep"), one);
+  EXPECT_EQ(Tokens(model_, "--tp 4 --ep"), one);
 }
 
 TEST_F(MlaMoeTest, SpeculativeGreedyEqualsPlainGreedy) {

@@ -36,6 +36,10 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
                   "capped at 32768)");
   sub->add_flag("--no-fuse-allreduce-norm", f->no_fuse_allreduce_norm,
                 "Run allreduce, residual add and RMSNorm as three passes (A/B baseline)");
+  sub->add_flag("--ep", f->ep,
+                "Mixture-of-experts models under --tp: each rank holds whole routed experts "
+                "(n_routed_experts / tp of them) instead of a slice of every expert; attention "
+                "and shared experts stay split, still two allreduces per layer");
   sub->add_option("--matmul-split", f->matmul_split,
                   "How matmul rows are shared among threads: dynamic (each thread takes the "
                   "chunks of its own range in order, then those the others have not started; "
@@ -131,6 +135,7 @@ ResolvedEngineOptions ResolveEngineOptions(const EngineFlags& f) {
   o.threads = f.threads > 0 ? f.threads : std::max(1, cores / std::max(1, f.tp));
   o.kv_cache_tokens = f.kv_cache_tokens;
   o.transformer.fuse_allreduce_norm = !f.no_fuse_allreduce_norm;
+  o.expert_parallel = f.ep;
   o.pool_spin_us = f.pool_spin_us;
   o.weight_prefetch = !f.no_prefetch;
   o.stream_decode = !f.no_stream_decode;

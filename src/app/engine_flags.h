@@ -20,6 +20,7 @@ struct EngineFlags {
   std::string check_tensors = "default";  // off, default or full
   int kv_cache_tokens = 0;
   bool no_fuse_allreduce_norm = false;
+  bool ep = false;
   std::string matmul_split = "dynamic";
   double pool_spin_us = -1;
   bool no_prefetch = false;

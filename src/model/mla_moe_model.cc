@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -132,14 +133,16 @@ Status MlaMoeModel::BindLayer(const Checkpoint& ck, int l, Layer* L) {
   L->router = MatrixView(DType::kF32, L->router_data.data(), E, H);
   if (e.topk_method == "noaux_tc")
     RETURN_IF_ERROR(ReadVector(ck, name("mlp.gate.e_score_correction_bias"), E, 0, E, &L->router_bias));
-  L->experts.resize(E);
-  for (int64_t x = 0; x < E; ++x) {
+  L->experts.resize(E);  // only this rank's experts are bound (all but under --ep)
+  for (int64_t x = plan_.expert_begin; x < plan_.expert_begin + plan_.n_local_experts; ++x) {
     RETURN_IF_ERROR(bind_mlp(fmt::format("model.layers.{}.mlp.experts.{}.", l, x), e.expert_ffn_dim,
                              plan_.expert_ffn_begin, plan_.expert_ffn_len, &L->experts[x]));
   }
-  expert_bytes_ = mlp_bytes(L->experts[0]);
+  expert_bytes_ = mlp_bytes(L->experts[plan_.expert_begin]);
   ++n_moe_layers_;
-  weight_bytes_ += router.nbytes + static_cast<size_t>(e.top_k) * expert_bytes_;
+  // A token's top_k experts, of which this rank holds n_local / E on average.
+  weight_bytes_ += router.nbytes + static_cast<size_t>(e.top_k) * expert_bytes_ *
+                                       plan_.n_local_experts / E;
   L->has_shared = e.n_shared_experts > 0;
   if (L->has_shared) {
     RETURN_IF_ERROR(bind_mlp(name("mlp.shared_experts."), int64_t{e.expert_ffn_dim} * e.n_shared_experts,
@@ -258,7 +261,8 @@ void MlaMoeModel::Attention(const Layer& L, int l, const std::vector<SeqInput>& 
 
 Model::StepReads MlaMoeModel::LastStepReads() const {
   StepReads r;
-  const size_t decode_experts = size_t(n_moe_layers_) * config_.moe.top_k * expert_bytes_;
+  const size_t decode_experts = size_t(n_moe_layers_) * config_.moe.top_k * expert_bytes_ *
+                                plan_.n_local_experts / std::max(1, config_.moe.n_routed_experts);
   r.weight_bytes = weight_bytes_ - decode_experts + size_t(moe_stats_.expert_reads) * expert_bytes_;
   if (n_moe_layers_ > 0) r.experts_per_moe_layer = double(moe_stats_.expert_reads) / n_moe_layers_;
   return r;
@@ -303,7 +307,7 @@ void MlaMoeModel::Ffn(const Layer& L, int T, float* y) {
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < K; ++k) routed[ids[t * K + k]].push_back({t, weights[t * K + k]});
   std::memset(y, 0, sizeof(float) * size_t(T) * H);
-  for (int x = 0; x < E; ++x) {
+  for (int x = plan_.expert_begin; x < plan_.expert_begin + plan_.n_local_experts; ++x) {
     const auto& toks = routed[x];
     if (toks.empty()) continue;
     const int n = static_cast<int>(toks.size());

@@ -4,7 +4,8 @@
 
 namespace specd {
 
-StatusOr<ShardPlan> ShardPlan::Create(const ModelConfig& c, int rank, int world, bool quantized) {
+StatusOr<ShardPlan> ShardPlan::Create(const ModelConfig& c, int rank, int world, bool quantized,
+                                      bool expert_parallel) {
   ShardPlan p;
   p.rank = rank;
   p.world = world;
@@ -30,22 +31,35 @@ StatusOr<ShardPlan> ShardPlan::Create(const ModelConfig& c, int rank, int world,
   p.n_kv_heads = kv_end - p.kv_head_begin;
   p.ffn_len = c.ffn_dim / world;
   p.ffn_begin = rank * p.ffn_len;
+  if (expert_parallel && c.moe.n_routed_experts == 0)
+    return InvalidArgumentError("expert parallelism (--ep) needs a mixture-of-experts model");
   if (c.moe.n_routed_experts > 0) {
     const int shared = c.moe.expert_ffn_dim * c.moe.n_shared_experts;
-    if (c.moe.expert_ffn_dim % world != 0 || shared % world != 0)
+    if ((!expert_parallel && c.moe.expert_ffn_dim % world != 0) || shared % world != 0)
       return InvalidArgumentError(fmt::format(
           "tensor parallelism {}: moe_intermediate_size = {} (shared experts: {}) does not divide "
           "by {}",
           world, c.moe.expert_ffn_dim, shared, world));
     p.expert_ffn_len = c.moe.expert_ffn_dim / world;
     p.expert_ffn_begin = rank * p.expert_ffn_len;
+    p.n_local_experts = c.moe.n_routed_experts;
+    if (expert_parallel) {
+      if (c.moe.n_routed_experts % world != 0)
+        return InvalidArgumentError(fmt::format(
+            "expert parallelism {}: n_routed_experts = {} does not divide by {}", world,
+            c.moe.n_routed_experts, world));
+      p.n_local_experts = c.moe.n_routed_experts / world;
+      p.expert_begin = rank * p.n_local_experts;
+      p.expert_ffn_begin = 0;
+      p.expert_ffn_len = c.moe.expert_ffn_dim;
+    }
     p.shared_ffn_len = shared / world;
     p.shared_ffn_begin = rank * p.shared_ffn_len;
   }
   // o_proj's input columns per head: v_head_dim under MLA, else head_dim.
   const int o_cols = p.n_q_heads * (c.IsMla() ? c.mla.v_head_dim : c.head_dim);
   if (quantized && world > 1) {
-    if (p.expert_ffn_len % 32 != 0 || p.shared_ffn_len % 32 != 0)
+    if ((!expert_parallel && p.expert_ffn_len % 32 != 0) || p.shared_ffn_len % 32 != 0)
       return InvalidArgumentError(fmt::format(
           "tensor parallelism {}: each rank's share of an expert is {} columns of down_proj "
           "(shared experts: {}), not a multiple of the 32-element quantization block",
@@ -69,7 +83,8 @@ StatusOr<ShardPlan> ShardPlan::Create(const ModelConfig& c, int rank, int world,
 
 std::string ShardPlan::ToString() const {
   std::string experts =
-      expert_ffn_len > 0 ? fmt::format(", expert units [{}, {}), shared units [{}, {})",
+      expert_ffn_len > 0 ? fmt::format(", experts [{}, {}), expert units [{}, {}), shared units [{}, {})",
+                                       expert_begin, expert_begin + n_local_experts,
                                        expert_ffn_begin, expert_ffn_begin + expert_ffn_len,
                                        shared_ffn_begin, shared_ffn_begin + shared_ffn_len)
                          : std::string();

@@ -16,7 +16,9 @@
 //    projections (q_a, kv_a) are replicated, so every rank holds the whole
 //    latent KV cache; kv_b rows and o_proj columns follow the local heads.
 //  - MoE: every routed expert's and the shared experts' intermediate units are
-//    split like a dense FFN (a range per rank); the router is replicated.
+//    split like a dense FFN (a range per rank); the router is replicated. With
+//    expert parallelism (--ep) each rank instead holds a contiguous range of
+//    whole routed experts (the shared experts stay split by units).
 //    Attention and the MoE block then need one allreduce each per layer.
 // At world size 1 the plan is the whole model.
 #pragma once
@@ -34,13 +36,16 @@ struct ShardPlan {
   int kv_head_begin = 0, n_kv_heads = 0;  // local KV heads
   int ffn_begin = 0, ffn_len = 0;         // local FFN units (dense layers)
   int expert_ffn_begin = 0, expert_ffn_len = 0;  // local units of each routed expert
+  int expert_begin = 0, n_local_experts = 0;     // routed experts held on this rank
   int shared_ffn_begin = 0, shared_ffn_len = 0;  // local units of the shared experts
   bool vocab_parallel = false;
   int vocab_begin = 0, vocab_len = 0;     // local LM-head rows
 
   // Explains which dimension does not divide when no valid plan exists.
   // `quantized` requires row-parallel input slices on 32-element boundaries.
-  static StatusOr<ShardPlan> Create(const ModelConfig& c, int rank, int world, bool quantized);
+  // `expert_parallel`: whole routed experts per rank (MoE models only).
+  static StatusOr<ShardPlan> Create(const ModelConfig& c, int rank, int world, bool quantized,
+                                    bool expert_parallel = false);
   std::string ToString() const;
 };
 

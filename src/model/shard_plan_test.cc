@@ -119,5 +119,44 @@ TEST(ShardPlanTest, ErrorsNameTheDimensionThatDoesNotDivide) {
       << "the block rule applies only to quantized weights";
 }
 
+// MoE under TP: every rank holds a slice of every expert's units; under EP a
+// disjoint range of whole experts. Both cover each (expert, unit) exactly once.
+TEST(ShardPlanTest, MoeExpertsSplitByUnitsOrWhole) {
+  ModelConfig c = Config(4, 4, 128, 256, 16);
+  c.arch = "deepseek_v3";
+  c.mla.kv_lora_rank = 32;
+  c.mla.qk_rope_head_dim = 16;
+  c.mla.qk_nope_head_dim = 16;
+  c.mla.v_head_dim = 16;
+  c.moe.n_routed_experts = 8;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn_dim = 64;
+  c.moe.n_shared_experts = 1;
+  for (bool ep : {false, true}) {
+    for (int world : {1, 2, 4}) {
+      SCOPED_TRACE(std::string(ep ? "ep" : "tp") + " world " + std::to_string(world));
+      std::vector<int> owner(8 * 64, 0), shared(64, 0);
+      for (int r = 0; r < world; ++r) {
+        auto p = ShardPlan::Create(c, r, world, false, ep);
+        ASSERT_TRUE(p.ok()) << p.status().ToString();
+        for (int e = p->expert_begin; e < p->expert_begin + p->n_local_experts; ++e)
+          for (int u = p->expert_ffn_begin; u < p->expert_ffn_begin + p->expert_ffn_len; ++u)
+            ++owner[e * 64 + u];
+        for (int u = p->shared_ffn_begin; u < p->shared_ffn_begin + p->shared_ffn_len; ++u)
+          ++shared[u];
+        if (ep) EXPECT_EQ(p->expert_ffn_len, 64);
+        else EXPECT_EQ(p->n_local_experts, 8);
+      }
+      for (int v : owner) EXPECT_EQ(v, 1);
+      for (int v : shared) EXPECT_EQ(v, 1);
+    }
+  }
+  auto bad = ShardPlan::Create(c, 0, 3, false, true);
+  EXPECT_FALSE(bad.ok());
+  auto dense = ShardPlan::Create(Config(4, 4, 128, 256, 16), 0, 2, false, true);
+  ASSERT_FALSE(dense.ok());
+  EXPECT_NE(dense.status().message().find("mixture-of-experts"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace specd

@@ -21,7 +21,8 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
   const ModelConfig& c = r->ckpt_->config();
   bool quantized = false;
   for (const auto& [name, t] : r->ckpt_->tensors()) quantized |= IsQuantized(t.dtype);
-  auto plan = ShardPlan::Create(c, comm->rank(), comm->world_size(), quantized);
+  auto plan = ShardPlan::Create(c, comm->rank(), comm->world_size(), quantized,
+                                options.expert_parallel);
   if (!plan.ok()) return std::move(plan).TakeStatus().WithStage("shard plan");
   r->pool_ = std::make_unique<kernels::ThreadPool>(std::max(1, options.threads),
                                                      options.pool_spin_us);

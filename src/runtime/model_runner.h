@@ -24,6 +24,9 @@ struct RunnerOptions {
   int kv_cache_tokens = 0;   // 0: min(context length, 8192) · 4
   int page_size = 16;
   TransformerOptions transformer;
+  // MoE models under TP: whole routed experts per rank instead of a slice of
+  // every expert's units (--ep).
+  bool expert_parallel = false;
   // Process-wide: applied by Create (every rank runs one runner).
   kernels::MatMulSplit matmul_split = kernels::MatMulSplit::kDynamic;
   bool weight_prefetch = true;
