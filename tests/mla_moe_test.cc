@@ -22,22 +22,7 @@ constexpr int H = 64, kHeads = 4, kKvHeads = 2, kHeadDim = 16, kFfn = 96, kVocab
 // A random EAGLE-3 head for deepseek-v3-tiny (hidden 64, vocab 256, 3 layers:
 // the head's default aux layers are 2, 1 and 0).
 model_test::TensorMap RandomHead(uint64_t seed) {
-  model_test::Rng rng(seed);
-  model_test::TensorMap m;
-  const int qd = kHeads * kHeadDim, kvd = kKvHeads * kHeadDim;
-  m["fc.weight"] = model_test::RandomMatrix(rng, H, 3 * H);
-  m["midlayer.self_attn.q_proj.weight"] = model_test::RandomMatrix(rng, qd, 2 * H);
-  m["midlayer.self_attn.k_proj.weight"] = model_test::RandomMatrix(rng, kvd, 2 * H);
-  m["midlayer.self_attn.v_proj.weight"] = model_test::RandomMatrix(rng, kvd, 2 * H);
-  m["midlayer.self_attn.o_proj.weight"] = model_test::RandomMatrix(rng, H, qd);
-  m["midlayer.mlp.gate_proj.weight"] = model_test::RandomMatrix(rng, kFfn, H);
-  m["midlayer.mlp.up_proj.weight"] = model_test::RandomMatrix(rng, kFfn, H);
-  m["midlayer.mlp.down_proj.weight"] = model_test::RandomMatrix(rng, H, kFfn);
-  m["lm_head.weight"] = model_test::RandomMatrix(rng, kVocab, H);
-  for (const char* n : {"midlayer.input_layernorm.weight", "midlayer.hidden_norm.weight",
-                        "midlayer.post_attention_layernorm.weight", "norm.weight"})
-    m[n] = model_test::RandomVector(rng, H, 1.0, 0.3);
-  return m;
+  return model_test::RandomEagle3Head(seed, H, kHeads, kKvHeads, kHeadDim, kFfn, kVocab);
 }
 
 constexpr const char* kHeadConfig = R"({

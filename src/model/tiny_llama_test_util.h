@@ -78,6 +78,30 @@ inline HostTensor RandomVector(Rng& rng, int64_t n, double center, double spread
   return t;
 }
 
+// Random weights of an EAGLE-3 draft head (LlamaForCausalLMEagle3 names) of
+// width `hidden` for a target of the same width: fc (hidden, 3·hidden), one
+// midlayer whose attention reads [embedding, hidden] (2·hidden), and an LM head
+// over `draft_vocab` tokens. No d2t (identity mapping).
+inline TensorMap RandomEagle3Head(uint64_t seed, int hidden, int n_heads, int n_kv_heads,
+                                  int head_dim, int ffn, int draft_vocab) {
+  Rng rng(seed);
+  TensorMap m;
+  const int qd = n_heads * head_dim, kvd = n_kv_heads * head_dim, H = hidden;
+  m["fc.weight"] = RandomMatrix(rng, H, 3 * H);
+  m["midlayer.self_attn.q_proj.weight"] = RandomMatrix(rng, qd, 2 * H);
+  m["midlayer.self_attn.k_proj.weight"] = RandomMatrix(rng, kvd, 2 * H);
+  m["midlayer.self_attn.v_proj.weight"] = RandomMatrix(rng, kvd, 2 * H);
+  m["midlayer.self_attn.o_proj.weight"] = RandomMatrix(rng, H, qd);
+  m["midlayer.mlp.gate_proj.weight"] = RandomMatrix(rng, ffn, H);
+  m["midlayer.mlp.up_proj.weight"] = RandomMatrix(rng, ffn, H);
+  m["midlayer.mlp.down_proj.weight"] = RandomMatrix(rng, H, ffn);
+  m["lm_head.weight"] = RandomMatrix(rng, draft_vocab, H);
+  for (const char* n : {"midlayer.input_layernorm.weight", "midlayer.hidden_norm.weight",
+                        "midlayer.post_attention_layernorm.weight", "norm.weight"})
+    m[n] = RandomVector(rng, H, 1.0, 0.3);
+  return m;
+}
+
 // Safetensors: u64 header length, JSON header (padded with spaces to a
 // multiple of 8 so f32 data stays aligned), then the tensors back to back.
 inline Status WriteSafetensors(const std::string& path, const TensorMap& tensors) {

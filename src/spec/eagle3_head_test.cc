@@ -28,21 +28,8 @@ const char kHeadConfig[] = R"({
   "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 1, 1]}})";
 
 model_test::TensorMap RandomHead(uint64_t seed) {
-  model_test::Rng rng(seed);
-  model_test::TensorMap m;
-  const int qd = kHeads * kHeadDim, kvd = kKvHeads * kHeadDim;
-  m["fc.weight"] = model_test::RandomMatrix(rng, H, 3 * H);
-  m["midlayer.self_attn.q_proj.weight"] = model_test::RandomMatrix(rng, qd, 2 * H);
-  m["midlayer.self_attn.k_proj.weight"] = model_test::RandomMatrix(rng, kvd, 2 * H);
-  m["midlayer.self_attn.v_proj.weight"] = model_test::RandomMatrix(rng, kvd, 2 * H);
-  m["midlayer.self_attn.o_proj.weight"] = model_test::RandomMatrix(rng, H, qd);
-  m["midlayer.mlp.gate_proj.weight"] = model_test::RandomMatrix(rng, kFfn, H);
-  m["midlayer.mlp.up_proj.weight"] = model_test::RandomMatrix(rng, kFfn, H);
-  m["midlayer.mlp.down_proj.weight"] = model_test::RandomMatrix(rng, H, kFfn);
-  m["lm_head.weight"] = model_test::RandomMatrix(rng, kDraftVocab, H);
-  for (const char* n : {"midlayer.input_layernorm.weight", "midlayer.hidden_norm.weight",
-                        "midlayer.post_attention_layernorm.weight", "norm.weight"})
-    m[n] = model_test::RandomVector(rng, H, 1.0, 0.3);
+  model_test::TensorMap m =
+      model_test::RandomEagle3Head(seed, H, kHeads, kKvHeads, kHeadDim, kFfn, kDraftVocab);
   HostTensor d2t{{kDraftVocab}, {}, std::vector<int64_t>(kDraftVocab)};
   for (int d = 0; d < kDraftVocab; ++d) d2t.i64[d] = d;  // draft d -> target 2d
   m["d2t"] = d2t;
