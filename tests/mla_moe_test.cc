@@ -114,5 +114,19 @@ TEST_F(MlaMoeTest, GgufAndSafetensorsAgree) {
   EXPECT_EQ(Tokens(gguf, "--tp 1"), Tokens(model_, "--tp 1"));
 }
 
+// INT4 (compressed-tensors) experts under TP: whole experts per rank (--ep)
+// need no slicing of the packed blocks; the result equals TP 1.
+TEST_F(MlaMoeTest, Int4ExpertsWithExpertParallelism) {
+  std::string int4 = dir_.path() + "/int4";
+  int st = 0;
+  std::string out = RunCommand(SpecdBinary() + " quantize --format compressed-tensors --model " +
+                                   model_ + " --out " + int4 + " 2>&1",
+                               &st);
+  ASSERT_EQ(st, 0) << out;
+  std::vector<int> one = Tokens(int4, "--tp 1");
+  ASSERT_EQ(one.size(), 32u);
+  EXPECT_EQ(Tokens(int4, "--tp 2 --ep"), one);
+}
+
 }  // namespace
 }  // namespace specd

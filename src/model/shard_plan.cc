@@ -59,11 +59,13 @@ StatusOr<ShardPlan> ShardPlan::Create(const ModelConfig& c, int rank, int world,
   // o_proj's input columns per head: v_head_dim under MLA, else head_dim.
   const int o_cols = p.n_q_heads * (c.IsMla() ? c.mla.v_head_dim : c.head_dim);
   if (quantized && world > 1) {
-    if ((!expert_parallel && p.expert_ffn_len % 32 != 0) || p.shared_ffn_len % 32 != 0)
+    // Routed experts are what INT4 checkpoints quantize; the shared experts
+    // (often left in BF16) are checked per tensor when bound.
+    if (!expert_parallel && p.expert_ffn_len % 32 != 0)
       return InvalidArgumentError(fmt::format(
-          "tensor parallelism {}: each rank's share of an expert is {} columns of down_proj "
-          "(shared experts: {}), not a multiple of the 32-element quantization block",
-          world, p.expert_ffn_len, p.shared_ffn_len));
+          "tensor parallelism {}: each rank's share of an expert is {} columns of down_proj, "
+          "not a multiple of the 32-element quantization block (--ep keeps experts whole)",
+          world, p.expert_ffn_len));
     if (p.ffn_len % 32 != 0)
       return InvalidArgumentError(fmt::format(
           "tensor parallelism {}: each rank's share of ffn_dim is {} columns of down_proj, not a "
