@@ -2,14 +2,17 @@
 
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "base/env.h"
+#include "base/logging.h"
 #include "cuda/device_probe.h"
 #include "kernels/dispatch.h"
 #include "kernels/read_calibration.h"
 #include "platform/cpu_features.h"
+#include "platform/gpu_registry.h"
 #include "platform/registry_report.h"
 
 namespace specd::app {
@@ -39,6 +42,58 @@ void PrintCpuSection() {
 // device, or why none can be used (no driver, no device, built without CUDA).
 void PrintCudaSection(const specd::cuda::ProbeResult& p) {
   std::printf("CUDA\n%s", specd::cuda::DescribeProbe(p).c_str());
+}
+
+// The capabilities doctor describes: each probed device's, then the one
+// SPECD_GPU_CC names (to see what an absent or future GPU would get). A
+// malformed SPECD_GPU_CC is ignored with one warning naming the form.
+std::vector<specd::GpuCapability> GpuCapabilities(const specd::cuda::ProbeResult& p) {
+  std::vector<specd::GpuCapability> out;
+  for (const specd::cuda::DeviceInfo& d : p.devices) {
+    out.push_back(specd::LookupGpuCapability(d.cc_major, d.cc_minor, p.architectures));
+  }
+  if (const auto cc = specd::GetEnv(specd::EnvVar::kGpuCc)) {
+    int major = 0, minor = 0;
+    if (specd::ParseComputeCapability(*cc, &major, &minor)) {
+      out.push_back(specd::LookupGpuCapability(major, minor, p.architectures));
+    } else {
+      LOG_WARN("doctor", "SPECD_GPU_CC={}: expected a compute capability major.minor such as "
+               "13.0; ignored", *cc);
+    }
+  }
+  return out;
+}
+
+// GPU capability registry: the table, then each device's lookup.
+void PrintGpuRegistrySection(const std::vector<specd::GpuCapability>& caps) {
+  std::printf("GPU capability registry (SPECD_GPU_CC=major.minor adds a simulated device)\n%s",
+              specd::DescribeGpuArchTable().c_str());
+  for (const specd::GpuCapability& c : caps) {
+    std::fputs(specd::DescribeGpuCapability(c).c_str(), stdout);
+  }
+}
+
+// {"arch", "compute_capability", "match", "entry", "code", "note",
+//  "kernels": [{"name", "enabled", "why"}], "collectives": [...],
+//  "one_shot_max_bytes", "two_shot_max_bytes"}
+nlohmann::json GpuCapabilityJson(const specd::GpuCapability& c) {
+  auto features = [](const std::vector<specd::GpuFeature>& list) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const specd::GpuFeature& f : list) {
+      a.push_back({{"name", f.name}, {"enabled", f.enabled}, {"why", f.why}});
+    }
+    return a;
+  };
+  return {{"arch", c.arch},
+          {"compute_capability", std::to_string(c.major) + "." + std::to_string(c.minor)},
+          {"match", specd::GpuMatchName(c.match)},
+          {"entry", c.entry},
+          {"code", c.code},
+          {"note", c.note},
+          {"kernels", features(c.kernels)},
+          {"collectives", features(c.collectives)},
+          {"one_shot_max_bytes", c.one_shot_max_bytes},
+          {"two_shot_max_bytes", c.two_shot_max_bytes}};
 }
 
 // {"built", "toolkit", "architectures", "runtime", "driver", "device_count",
@@ -90,12 +145,19 @@ void AddDoctorCommand(CLI::App& root, int* exit_code) {
   auto json = std::make_shared<bool>(false);
   sub->add_flag("--json", *json,
                 "Print the CUDA state and the environment table as one JSON object: "
-                "{\"cuda\": {...}, \"environment\": [{\"name\", \"value\", \"default\", "
+                "{\"cuda\": {...}, \"gpu_capabilities\": [{\"arch\", \"match\", \"kernels\", "
+                "\"collectives\", ...}], \"environment\": [{\"name\", \"value\", \"default\", "
                 "\"source\"}]}");
   sub->callback([exit_code, json] {
     const specd::cuda::ProbeResult cuda = specd::cuda::ProbeDevices();
     if (*json) {
-      const nlohmann::json j = {{"cuda", CudaJson(cuda)}, {"environment", EnvironmentJson()}};
+      nlohmann::json gpus = nlohmann::json::array();
+      for (const specd::GpuCapability& c : GpuCapabilities(cuda)) {
+        gpus.push_back(GpuCapabilityJson(c));
+      }
+      const nlohmann::json j = {{"cuda", CudaJson(cuda)},
+                                {"gpu_capabilities", gpus},
+                                {"environment", EnvironmentJson()}};
       std::printf("%s\n", j.dump(2).c_str());
       *exit_code = 0;
       return;
@@ -103,6 +165,7 @@ void AddDoctorCommand(CLI::App& root, int* exit_code) {
     PrintCpuSection();
     std::fputs(specd::DescribeCollectiveChoices().c_str(), stdout);
     PrintCudaSection(cuda);
+    PrintGpuRegistrySection(GpuCapabilities(cuda));
     std::fputs(specd::DescribeEnvironment().c_str(), stdout);
     *exit_code = 0;
   });

@@ -41,6 +41,8 @@ const std::vector<EnvSpec>& EnvTable() {
        "test hook: rank RANK raises SIGKILL at its N-th collective", "comm"},
       {EnvVar::kPython, "SPECD_PYTHON", "path", "the checkout's .venv/bin/python",
        "interpreter of the reference tests", "tests (base/test_reference.h)"},
+      {EnvVar::kGpuCc, "SPECD_GPU_CC", "major.minor, e.g. 13.0", "the devices' own",
+       "test hook: doctor also describes a GPU of this compute capability", "app (doctor)"},
       {EnvVar::kCudaVisibleDevices, "CUDA_VISIBLE_DEVICES", "device list", "all devices",
        "which CUDA devices the probe sees (set by others; reported only)", "cuda", true},
   };

@@ -31,6 +31,7 @@ enum class EnvVar {
   kMpiFakeHostSize,   // SPECD_MPI_FAKE_HOST_SIZE
   kFaultKillRank,     // SPECD_FAULT_KILL_RANK
   kPython,            // SPECD_PYTHON
+  kGpuCc,             // SPECD_GPU_CC
   kCudaVisibleDevices,  // CUDA_VISIBLE_DEVICES (not ours: listed for information)
 };
 
