@@ -22,7 +22,7 @@
 namespace specd {
 namespace {
 
-// Status-pipe lines: "READY" or "ERROR\t<stage>\t<code>\t<hint>\t<message>",
+// Status-pipe lines: "READY", "SERVING\t<address>" or "ERROR\t<stage>\t<code>\t<hint>\t<message>",
 // with tabs and newlines inside fields replaced by spaces.
 std::string Clean(std::string s) {
   for (char& c : s)
@@ -59,22 +59,62 @@ void RankReporter::Send(const std::string& line) {
 
 void RankReporter::Ready() { Send("READY"); }
 
+void RankReporter::Serving(const std::string& address) { Send("SERVING\t" + Clean(address)); }
+
 void RankReporter::Fail(const Status& s) {
   Send("ERROR\t" + Clean(s.stage()) + "\t" + StatusCodeName(s.code()) + "\t" + Clean(s.hint()) +
        "\t" + Clean(s.message()));
 }
 
-int Supervise(const SupervisorOptions& opt,
-              const std::function<int(int rank, RankReporter& reporter)>& rank_main) {
-  const int world = opt.world;
-  sigset_t mask, old_mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGCHLD);
-  sigaddset(&mask, SIGINT);
-  sigaddset(&mask, SIGTERM);
-  sigprocmask(SIG_BLOCK, &mask, &old_mask);
-  int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+namespace {
 
+// The root cause so far, in one line for clients (the serve proxy's error events).
+std::string CauseLine(const launch::FailureReport& r) {
+  std::string s = "rank " + std::to_string(r.root.rank) +
+                  (r.root.signal != 0 && r.root.message.empty() ? " died: " : " failed: ");
+  if (!r.root.stage.empty()) s += "[" + r.root.stage + "] ";
+  s += r.root_summary;
+  if (!r.hint.empty()) s += "; hint: " + r.hint;
+  return s;
+}
+
+// Prints the report (root cause first) and writes --report-file.
+void PrintReport(const std::vector<launch::RankFailure>& failures, const SupervisorOptions& opt) {
+  launch::FailureReport report = launch::BuildFailureReport(failures);
+  const std::string json = launch::FormatFailureReportJson(report);
+  if (GetLogFormat() == LogFormat::kJson) {
+    // One log event that carries the whole report, so JSON log pipelines see
+    // the root cause first without parsing a text block.
+    std::string compact = nlohmann::json::parse(json, nullptr, false).dump(
+        -1, ' ', false, nlohmann::json::error_handler_t::replace);
+    LogRecord(LogLevel::kError, report.root.stage, report.root_summary, report.root.rank,
+              report.hint, "report", compact);
+  } else {
+    std::string text = "==== specd: a rank failed; root cause first ====\n" +
+                       launch::FormatFailureReportText(report);
+    std::fputs(text.c_str(), stderr);
+    std::fflush(stderr);
+  }
+  if (!opt.report_file.empty()) {
+    std::ofstream f(opt.report_file);
+    f << json;
+    if (!f) LOG_WARN("launch", "cannot write the failure report to {}", opt.report_file);
+  }
+}
+
+struct GroupOutcome {
+  int exit_code = 0;          // Supervise's code for this group alone
+  bool failed = false;        // a rank failed (report printed)
+  bool restartable = false;   // failed after ready, not interrupted, restarts left
+  std::string cause;
+};
+
+// Forks one group of ranks and supervises it until every rank has exited.
+GroupOutcome RunGroup(const SupervisorOptions& opt,
+                      const std::function<int(int rank, RankReporter& reporter)>& rank_main,
+                      int sfd, const sigset_t& old_mask, int64_t oom_kills_at_start,
+                      bool restarts_left) {
+  const int world = opt.world;
   struct Rank {
     pid_t pid = -1;
     int fd = -1;
@@ -85,17 +125,17 @@ int Supervise(const SupervisorOptions& opt,
   };
   std::vector<Rank> ranks(world);
   std::vector<launch::RankFailure> failures;
-  // A SIGKILL while this count rises is the OOM killer's (-1: unreadable).
-  const int64_t oom_kills_at_start = launch::OomKillCount();
   Stopwatch clock;
   const pid_t supervisor_pid = getpid();
+  GroupOutcome out;
 
   for (int r = 0; r < world; ++r) {
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
       LOG_ERROR("launch", "cannot create a status pipe for rank {}: {}", r, strerror(errno));
       for (int q = 0; q < r; ++q) kill(ranks[q].pid, SIGKILL);
-      return 1;
+      out.exit_code = 1;
+      return out;
     }
     pid_t pid = fork();
     if (pid < 0) {
@@ -103,7 +143,8 @@ int Supervise(const SupervisorOptions& opt,
       ::close(p[0]);
       ::close(p[1]);
       for (int q = 0; q < r; ++q) kill(ranks[q].pid, SIGKILL);
-      return 1;
+      out.exit_code = 1;
+      return out;
     }
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -115,6 +156,7 @@ int Supervise(const SupervisorOptions& opt,
       if (sfd >= 0) ::close(sfd);
       for (int q = 0; q < r; ++q) ::close(ranks[q].fd);
       ::close(p[0]);
+      if (opt.in_child) opt.in_child();
       SetLogRank(r);
       RankReporter reporter(r, p[1]);
       int code = rank_main(r, reporter);
@@ -137,6 +179,7 @@ int Supervise(const SupervisorOptions& opt,
   bool all_ready_logged = false;
   int interrupt_signal = 0;
   double first_failure_s = -1;
+  bool failure_announced = false;
 
   auto handle_line = [&](int r, const std::string& line) {
     Rank& rk = ranks[r];
@@ -145,6 +188,11 @@ int Supervise(const SupervisorOptions& opt,
       return;
     }
     auto f = SplitTabs(line);
+    if (f.size() >= 2 && f[0] == "SERVING") {
+      if (opt.on_rank_serving && first_failure_s < 0 && interrupt_signal == 0)
+        opt.on_rank_serving(r, f[1]);
+      return;
+    }
     if (f.size() >= 5 && f[0] == "ERROR" && rk.failure < 0) {
       launch::RankFailure rf;
       rf.rank = r;
@@ -240,6 +288,7 @@ int Supervise(const SupervisorOptions& opt,
       enter_term(now);
     }
   };
+  auto restartable = [&] { return restarts_left && all_ready_logged && interrupt_signal == 0; };
 
   while (alive() > 0) {
     std::vector<pollfd> pfds;
@@ -255,7 +304,8 @@ int Supervise(const SupervisorOptions& opt,
     if (phase == Phase::kRunning && first_failure_s >= 0) wake = first_failure_s + opt.grace_s;
     else if (phase != Phase::kRunning && phase != Phase::kKill) wake = phase_deadline;
     const int timeout_ms = wake < 0 ? -1 : std::max(0, static_cast<int>((wake - now) * 1000) + 1);
-    int n = poll(pfds.data(), pfds.size(), timeout_ms);
+    int n = opt.poll ? opt.poll(pfds.data(), pfds.size(), timeout_ms)
+                     : ::poll(pfds.data(), pfds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) break;
     if (pfds[0].revents & POLLIN) {
       signalfd_siginfo si;
@@ -263,7 +313,10 @@ int Supervise(const SupervisorOptions& opt,
         if (si.ssi_signo != SIGINT && si.ssi_signo != SIGTERM) continue;
         const char* name = si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM";
         now = clock.Seconds();
-        if (interrupt_signal == 0) interrupt_signal = static_cast<int>(si.ssi_signo);
+        if (interrupt_signal == 0) {
+          interrupt_signal = static_cast<int>(si.ssi_signo);
+          if (opt.on_stopping) opt.on_stopping();
+        }
         if (phase == Phase::kRunning) {
           LOG_INFO("launch", "received {}: stopping {} ranks", name, alive());
           begin_stop(now);
@@ -280,6 +333,11 @@ int Supervise(const SupervisorOptions& opt,
         std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.ready; })) {
       all_ready_logged = true;
       if (opt.on_all_ready) opt.on_all_ready();
+    }
+    if (first_failure_s >= 0 && !failure_announced) {
+      failure_announced = true;
+      out.cause = CauseLine(launch::BuildFailureReport(failures));
+      if (opt.on_group_failed) opt.on_group_failed(out.cause, restartable());
     }
     now = clock.Seconds();
     switch (phase) {
@@ -316,37 +374,63 @@ int Supervise(const SupervisorOptions& opt,
     }
   }
   for (auto& r : ranks) ::close(r.fd);
-  if (sfd >= 0) ::close(sfd);
-  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
 
   const bool all_ok =
       std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.exit_code == 0; });
   if (first_failure_s < 0) {
-    if (all_ok) return 0;
-    if (interrupt_signal != 0) return 128 + interrupt_signal;
+    if (all_ok) return out;
+    if (interrupt_signal != 0) {
+      out.exit_code = 128 + interrupt_signal;
+      return out;
+    }
   }
-  if (failures.empty()) return all_ok ? 0 : 1;
-  launch::FailureReport report = launch::BuildFailureReport(failures);
-  const std::string json = launch::FormatFailureReportJson(report);
-  if (GetLogFormat() == LogFormat::kJson) {
-    // One log event that carries the whole report, so JSON log pipelines see
-    // the root cause first without parsing a text block.
-    std::string compact = nlohmann::json::parse(json, nullptr, false).dump(
-        -1, ' ', false, nlohmann::json::error_handler_t::replace);
-    LogRecord(LogLevel::kError, report.root.stage, report.root_summary, report.root.rank,
-              report.hint, "report", compact);
-  } else {
-    std::string text = "==== specd: a rank failed; root cause first ====\n" +
-                       launch::FormatFailureReportText(report);
-    std::fputs(text.c_str(), stderr);
-    std::fflush(stderr);
+  if (failures.empty()) {
+    out.exit_code = all_ok ? 0 : 1;
+    return out;
   }
-  if (!opt.report_file.empty()) {
-    std::ofstream f(opt.report_file);
-    f << json;
-    if (!f) LOG_WARN("launch", "cannot write the failure report to {}", opt.report_file);
+  PrintReport(failures, opt);
+  out.failed = true;
+  out.exit_code = 1;
+  out.restartable = first_failure_s >= 0 && restartable();
+  if (out.cause.empty()) out.cause = CauseLine(launch::BuildFailureReport(failures));
+  return out;
+}
+
+}  // namespace
+
+int Supervise(const SupervisorOptions& opt,
+              const std::function<int(int rank, RankReporter& reporter)>& rank_main) {
+  sigset_t mask, old_mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  sigprocmask(SIG_BLOCK, &mask, &old_mask);
+  int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  // A SIGKILL while this count rises is the OOM killer's (-1: unreadable).
+  const int64_t oom_kills_at_start = launch::OomKillCount();
+
+  int code = 0;
+  for (int restarts = 0;; ++restarts) {
+    GroupOutcome g = RunGroup(opt, rank_main, sfd, old_mask, oom_kills_at_start,
+                              restarts < opt.max_restarts);
+    code = g.exit_code;
+    if (!g.failed || !g.restartable) break;
+    LOG_WARN("launch", "restarting the rank group ({} of {} restarts) after: {}", restarts + 1,
+             opt.max_restarts, g.cause);
+    if (opt.before_restart) {
+      Status s = opt.before_restart();
+      if (!s.ok()) {
+        LogStatus(s.WithStage("restart ranks"));
+        if (opt.on_group_failed) opt.on_group_failed(g.cause, false);
+        code = 1;
+        break;
+      }
+    }
   }
-  return 1;
+  if (sfd >= 0) ::close(sfd);
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  return code;
 }
 
 }  // namespace specd

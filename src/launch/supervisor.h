@@ -19,7 +19,22 @@
 // others are signalled only once rank 0 has exited or rank0_stop_s passed.
 // Ranks other than 0 ignore SIGINT, so a terminal's Ctrl-C (sent to the
 // whole process group) reaches only the supervisor and rank 0.
+//
+// Restarts (max_restarts > 0): when a group that had become ready fails, the
+// report is printed as above, the restart is logged with its cause, and once
+// every rank of the old group has exited a fresh group is forked (after
+// before_restart, e.g. a new shared-memory group). A group that fails before
+// it is ready (bad flags, a broken model) is not restarted; neither is one
+// stopped by SIGINT/SIGTERM. After max_restarts restarts the next failure
+// ends supervision as without restarts.
+//
+// A caller that serves clients through the ranks (the serve proxy) gets the
+// group's events through on_rank_serving / on_group_failed / on_stopping and
+// runs its own events while the supervisor waits (`poll`), all on the
+// supervisor's one thread.
 #pragma once
+
+#include <poll.h>
 
 #include <functional>
 #include <string>
@@ -35,6 +50,8 @@ class RankReporter {
   RankReporter(int rank, int fd) : rank_(rank), fd_(fd) {}
   int rank() const { return rank_; }
   void Ready();
+  // Reports that the rank serves clients at `address` (rank 0: its HTTP port).
+  void Serving(const std::string& address);
   // Reports the rank's error (its stage, code, message, hint).
   void Fail(const Status& status);
 
@@ -54,6 +71,23 @@ struct SupervisorOptions {
   std::function<void()> on_all_ready;
   // > 0: stop rank 0 first and give it this many seconds to exit (see above).
   double rank0_stop_s = 0;
+  // Fresh rank groups started after failures (see above).
+  int max_restarts = 0;
+  // Runs before a replacement group is forked; an error ends supervision
+  // (exit 1, the failure report already printed).
+  std::function<Status()> before_restart;
+  // Runs in each forked rank before rank_main.
+  std::function<void()> in_child;
+  // Waits like poll(2) (only POLLIN is asked for); empty: poll(2).
+  std::function<int(pollfd* fds, size_t n, int timeout_ms)> poll;
+  // A rank of the current group called RankReporter::Serving(address).
+  std::function<void(int rank, const std::string& address)> on_rank_serving;
+  // The current group's first failure, as soon as it is seen. `cause`: the
+  // root cause so far ("rank 1 died: killed by signal 9 (SIGKILL); hint: ...");
+  // `restarting`: a fresh group will follow.
+  std::function<void(const std::string& cause, bool restarting)> on_group_failed;
+  // SIGINT/SIGTERM arrived: the ranks are being stopped.
+  std::function<void()> on_stopping;
 };
 
 // Forks options.world ranks running rank_main(rank, reporter) → exit code,

@@ -1,0 +1,741 @@
+#include "launch/serve_proxy.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <netdb.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "base/logging.h"
+
+namespace specd::launch {
+
+// One client connection. Invariant: `up` is set exactly while a request is
+// forwarded (state kUpstream); a connection is in `pending_` exactly while
+// state is kQueued.
+struct ServeProxy::Conn {
+  enum State { kHead, kBody, kQueued, kUpstream, kClosing };
+  ServeProxy* proxy = nullptr;
+  bufferevent* bev = nullptr;
+  event* deadline = nullptr;
+  event* lost_timer = nullptr;
+  State state = kHead;
+  // The request being served.
+  std::string method, target, version;
+  std::vector<std::pair<std::string, std::string>> headers;
+  size_t content_length = 0;
+  std::string body;
+  bool keep_alive = true;
+  bool sse = false;  // the response is text/event-stream
+  // The response.
+  Upstream* up = nullptr;
+  bool head_sent = false;
+  bool chunked_out = false;
+  std::string lost_why;  // set while waiting for the cause of a broken upstream
+};
+
+// One forwarded request. Outlives its client connection when detached
+// (client == nullptr): evhttp may still call back until the deferred free.
+struct ServeProxy::Upstream {
+  ServeProxy* proxy = nullptr;
+  Conn* client = nullptr;
+  evhttp_connection* conn = nullptr;
+  std::string error;  // from the error callback
+};
+
+namespace {
+
+timeval Tv(double s) {
+  timeval tv;
+  tv.tv_sec = static_cast<time_t>(s);
+  tv.tv_usec = static_cast<suseconds_t>((s - static_cast<double>(tv.tv_sec)) * 1e6);
+  return tv;
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
+}
+
+// Headers that describe one hop, not the message (RFC 9110 7.6.1), plus the
+// framing ones the proxy sets itself.
+bool HopByHop(const std::string& lower_name) {
+  static const char* const kNames[] = {"connection", "keep-alive", "proxy-connection",
+                                       "proxy-authenticate", "proxy-authorization", "te",
+                                       "trailer", "transfer-encoding", "upgrade", "host",
+                                       "content-length", "expect"};
+  return std::any_of(std::begin(kNames), std::end(kNames),
+                     [&](const char* n) { return lower_name == n; });
+}
+
+const char* Reason(int code) {
+  switch (code) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 431: return "Request Header Fields Too Large";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    default: return "Unknown";
+  }
+}
+
+std::string ErrorJson(const std::string& message, const std::string& type,
+                      const std::string& code) {
+  nlohmann::json j = {{"error",
+                       {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+bool ParseMethod(const std::string& m, evhttp_cmd_type* out) {
+  static const std::pair<const char*, evhttp_cmd_type> kMethods[] = {
+      {"GET", EVHTTP_REQ_GET},     {"POST", EVHTTP_REQ_POST},     {"HEAD", EVHTTP_REQ_HEAD},
+      {"PUT", EVHTTP_REQ_PUT},     {"DELETE", EVHTTP_REQ_DELETE}, {"OPTIONS", EVHTTP_REQ_OPTIONS},
+      {"PATCH", EVHTTP_REQ_PATCH}};
+  for (const auto& [name, type] : kMethods) {
+    if (m == name) {
+      *out = type;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string UpstreamErrorText(evhttp_request_error error) {
+  switch (error) {
+    case EVREQ_HTTP_TIMEOUT: return "rank 0 did not answer in time";
+    case EVREQ_HTTP_EOF: return "rank 0 closed the connection";
+    case EVREQ_HTTP_INVALID_HEADER: return "rank 0 sent an invalid response";
+    case EVREQ_HTTP_BUFFER_ERROR: return "the connection to rank 0 broke";
+    case EVREQ_HTTP_DATA_TOO_LONG: return "rank 0's response was too large";
+    default: return "the request to rank 0 was cancelled";
+  }
+}
+
+std::string PathOf(const std::string& target) { return target.substr(0, target.find('?')); }
+
+}  // namespace
+
+ServeProxy::ServeProxy(const ServeProxyOptions& options) : options_(options) {}
+
+StatusOr<std::unique_ptr<ServeProxy>> ServeProxy::Create(const ServeProxyOptions& options) {
+  if (options.port < 0 || options.port > 65535) {
+    return InvalidArgumentError("--port: expected 0..65535, got " + std::to_string(options.port));
+  }
+  std::unique_ptr<ServeProxy> p(new ServeProxy(options));
+  // The supervisor writes to sockets whose peer may be gone: EPIPE, not death.
+  ::signal(SIGPIPE, SIG_IGN);
+  p->base_ = event_base_new();
+  if (p->base_ == nullptr) return IoError("cannot create the proxy's event loop");
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const std::string where = options.host + ":" + std::to_string(options.port);
+  if (int rc = getaddrinfo(options.host.c_str(), std::to_string(options.port).c_str(), &hints,
+                           &res);
+      rc != 0) {
+    return InvalidArgumentError("--host: cannot resolve '" + options.host +
+                                "': " + gai_strerror(rc));
+  }
+  p->listener_ = evconnlistener_new_bind(
+      p->base_, &ServeProxy::OnAccept, p.get(),
+      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE,
+      options.listen_backlog, res->ai_addr, static_cast<int>(res->ai_addrlen));
+  const int err = errno;
+  freeaddrinfo(res);
+  if (p->listener_ == nullptr) {
+    return IoError("cannot listen on " + where + ": " + std::strerror(err) +
+                   (err == EADDRINUSE ? " (another server holds the port)" : ""));
+  }
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  getsockname(evconnlistener_get_fd(p->listener_), reinterpret_cast<sockaddr*>(&ss), &len);
+  p->port_ = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                      : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return p;
+}
+
+ServeProxy::~ServeProxy() {
+  while (!conns_.empty()) FreeConn(*conns_.begin());
+  if (listener_ != nullptr) evconnlistener_free(listener_);
+  // Deferred upstream frees still queued run now.
+  if (base_ != nullptr) {
+    event_base_loop(base_, EVLOOP_NONBLOCK);
+    event_base_free(base_);
+  }
+}
+
+const char* ServeProxy::state_name() const {
+  switch (state_) {
+    case State::kLoading: return "loading";
+    case State::kServing: return "serving";
+    case State::kRecovering: return "recovering";
+    case State::kFailed: return "failed";
+    case State::kStopping: return "stopping";
+  }
+  return "?";
+}
+
+int ServeProxy::Poll(pollfd* fds, size_t n, int timeout_ms) {
+  struct Waiter {
+    pollfd* pfd;
+    int* fired;
+  };
+  int fired = 0;
+  bool timed_out = false;
+  std::vector<Waiter> waiters(n);
+  std::vector<event*> evs;
+  for (size_t i = 0; i < n; ++i) {
+    fds[i].revents = 0;
+    waiters[i] = {&fds[i], &fired};
+    event* ev = event_new(
+        base_, fds[i].fd, EV_READ,
+        [](evutil_socket_t, short, void* arg) {
+          auto* w = static_cast<Waiter*>(arg);
+          w->pfd->revents |= POLLIN;
+          ++*w->fired;
+        },
+        &waiters[i]);
+    event_add(ev, nullptr);
+    evs.push_back(ev);
+  }
+  event* timer = nullptr;
+  if (timeout_ms >= 0) {
+    timer = evtimer_new(
+        base_, [](evutil_socket_t, short, void* arg) { *static_cast<bool*>(arg) = true; },
+        &timed_out);
+    timeval tv = Tv(timeout_ms / 1000.0);
+    evtimer_add(timer, &tv);
+  }
+  while (fired == 0 && !timed_out) {
+    if (event_base_loop(base_, EVLOOP_ONCE) < 0) break;
+  }
+  for (event* ev : evs) event_free(ev);
+  if (timer != nullptr) event_free(timer);
+  return fired;
+}
+
+void ServeProxy::OnAccept(evconnlistener*, int fd, sockaddr*, int, void* arg) {
+  static_cast<ServeProxy*>(arg)->Accept(fd);
+}
+
+void ServeProxy::Accept(int fd) {
+  if (static_cast<int>(conns_.size()) >= options_.max_connections ||
+      state_ == State::kStopping) {
+    // Over the cap: a best-effort answer on the fresh socket, then close.
+    const std::string body =
+        ErrorJson(state_ == State::kStopping ? "the server is shutting down"
+                                             : "too many connections (at most " +
+                                                   std::to_string(options_.max_connections) + ")",
+                  "server_error", "overloaded");
+    const std::string msg = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                            "Content-Length: " + std::to_string(body.size()) +
+                            "\r\nConnection: close\r\n\r\n" + body;
+    (void)!::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::close(fd);
+    return;
+  }
+  auto* c = new Conn;
+  c->proxy = this;
+  c->bev = bufferevent_socket_new(base_, fd, BEV_OPT_CLOSE_ON_FREE);
+  c->deadline = evtimer_new(
+      base_,
+      [](evutil_socket_t, short, void* arg) {
+        auto* c = static_cast<Conn*>(arg);
+        ServeProxy* p = c->proxy;
+        if (c->state != Conn::kHead && c->state != Conn::kBody) return;
+        const bool started =
+            c->state == Conn::kBody || evbuffer_get_length(bufferevent_get_input(c->bev)) > 0;
+        if (!started) return p->FreeConn(c);  // idle keep-alive connection
+        p->ReplyError(c, 408,
+                      "the request did not arrive within " +
+                          std::to_string(static_cast<int>(p->options_.request_timeout_s)) + " s",
+                      "invalid_request_error", "request_timeout");
+      },
+      c);
+  bufferevent_setcb(
+      c->bev, [](bufferevent*, void* arg) { auto* c = static_cast<Conn*>(arg); c->proxy->OnRead(c); },
+      [](bufferevent* bev, void* arg) {
+        auto* c = static_cast<Conn*>(arg);
+        if (c->state == Conn::kClosing && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+          c->proxy->FreeConn(c);
+      },
+      [](bufferevent*, short what, void* arg) {
+        auto* c = static_cast<Conn*>(arg);
+        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) c->proxy->FreeConn(c);
+      },
+      c);
+  bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+  conns_.insert(c);
+  ArmDeadline(c);
+}
+
+void ServeProxy::ArmDeadline(Conn* c) {
+  timeval tv = Tv(options_.request_timeout_s);
+  evtimer_add(c->deadline, &tv);
+}
+
+void ServeProxy::OnRead(Conn* c) {
+  evbuffer* in = bufferevent_get_input(c->bev);
+  if (c->state == Conn::kHead) {
+    evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, nullptr);
+    const size_t avail = evbuffer_get_length(in);
+    if (end.pos < 0) {
+      if (avail > options_.max_header_bytes) {
+        ReplyError(c, 431, "request head over " + std::to_string(options_.max_header_bytes) +
+                               " bytes", "invalid_request_error", "header_too_large");
+      }
+      return;
+    }
+    const size_t head_len = static_cast<size_t>(end.pos) + 4;
+    if (head_len > options_.max_header_bytes) {
+      ReplyError(c, 431, "request head over " + std::to_string(options_.max_header_bytes) +
+                             " bytes", "invalid_request_error", "header_too_large");
+      return;
+    }
+    std::string head(head_len, '\0');
+    evbuffer_remove(in, head.data(), head_len);
+    // Request line, then "Name: value" lines.
+    c->headers.clear();
+    c->body.clear();
+    c->content_length = 0;
+    c->sse = false;
+    c->head_sent = c->chunked_out = false;
+    size_t eol = head.find("\r\n");
+    const std::string line = head.substr(0, eol);
+    const size_t s1 = line.find(' '), s2 = line.rfind(' ');
+    if (s1 == std::string::npos || s2 == s1) {
+      ReplyError(c, 400, "malformed request line", "invalid_request_error", "bad_request");
+      return;
+    }
+    c->method = line.substr(0, s1);
+    c->target = line.substr(s1 + 1, s2 - s1 - 1);
+    c->version = line.substr(s2 + 1);
+    if (c->version != "HTTP/1.1" && c->version != "HTTP/1.0") {
+      c->version = "HTTP/1.1";
+      ReplyError(c, 400, "unsupported HTTP version (expected HTTP/1.0 or HTTP/1.1)",
+                 "invalid_request_error", "bad_request");
+      return;
+    }
+    c->keep_alive = c->version == "HTTP/1.1";
+    bool has_length = false, chunked = false, expect_continue = false;
+    size_t pos = eol + 2;
+    while (pos < head_len - 2) {
+      size_t e = head.find("\r\n", pos);
+      const std::string h = head.substr(pos, e - pos);
+      pos = e + 2;
+      const size_t colon = h.find(':');
+      if (colon == std::string::npos || colon == 0 || h[0] == ' ' || h[0] == '\t') {
+        ReplyError(c, 400, "malformed header line", "invalid_request_error", "bad_request");
+        return;
+      }
+      std::string name = h.substr(0, colon), value = Trim(h.substr(colon + 1));
+      const std::string lname = Lower(name);
+      if (lname == "content-length") {
+        char* endp = nullptr;
+        errno = 0;
+        const unsigned long long v = std::strtoull(value.c_str(), &endp, 10);
+        if (value.empty() || *endp != '\0' || errno != 0 || value[0] == '-' ||
+            (has_length && v != c->content_length)) {
+          ReplyError(c, 400, "malformed Content-Length '" + value + "'",
+                     "invalid_request_error", "bad_request");
+          return;
+        }
+        has_length = true;
+        c->content_length = v;
+      } else if (lname == "transfer-encoding") {
+        chunked = true;
+      } else if (lname == "connection") {
+        const std::string v = Lower(value);
+        if (v.find("close") != std::string::npos) c->keep_alive = false;
+        if (v.find("keep-alive") != std::string::npos) c->keep_alive = true;
+      } else if (lname == "expect") {
+        expect_continue = Lower(value) == "100-continue";
+      }
+      c->headers.emplace_back(std::move(name), std::move(value));
+    }
+    if (chunked) {
+      ReplyError(c, 411, "chunked request bodies are not supported: send Content-Length",
+                 "invalid_request_error", "length_required");
+      return;
+    }
+    if (c->content_length > options_.max_body_bytes) {
+      ReplyError(c, 413, "request body of " + std::to_string(c->content_length) +
+                             " bytes is over the limit of " +
+                             std::to_string(options_.max_body_bytes),
+                 "invalid_request_error", "body_too_large");
+      return;
+    }
+    c->state = Conn::kBody;
+    if (expect_continue && c->content_length > evbuffer_get_length(in)) {
+      bufferevent_write(c->bev, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    }
+  }
+  if (c->state == Conn::kBody) {
+    if (evbuffer_get_length(in) < c->content_length) return;
+    c->body.resize(c->content_length);
+    evbuffer_remove(in, c->body.data(), c->content_length);
+    evtimer_del(c->deadline);
+    Dispatch(c);
+    return;
+  }
+  // A response is in progress: later bytes wait (one request at a time), but
+  // not without bound.
+  if (evbuffer_get_length(in) > options_.max_header_bytes + options_.max_body_bytes) FreeConn(c);
+}
+
+void ServeProxy::Dispatch(Conn* c) {
+  const std::string path = PathOf(c->target);
+  const bool health = path == "/health";
+  switch (state_) {
+    case State::kServing:
+      return Forward(c);
+    case State::kRecovering:
+      if (health) {
+        nlohmann::json j = {{"status", "recovering"}, {"cause", cause_}};
+        return Reply(c, 503, "application/json",
+                     j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), false);
+      }
+      if (static_cast<int>(pending_.size()) >= options_.max_pending) {
+        return ReplyError(c, 503,
+                          "the rank group is restarting and " + std::to_string(pending_.size()) +
+                              " requests already wait for it (" + cause_ + ")",
+                          "server_error", "recovering");
+      }
+      c->state = Conn::kQueued;
+      pending_.push_back(c);
+      return;
+    case State::kLoading:
+      if (health) return Reply(c, 503, "application/json", "{\"status\":\"loading\"}", false);
+      return ReplyError(c, 503, "the model is still loading", "server_error", "loading");
+    case State::kFailed:
+      if (health) {
+        nlohmann::json j = {{"status", "failed"}, {"cause", cause_}};
+        return Reply(c, 503, "application/json",
+                     j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), false);
+      }
+      return ReplyError(c, 503, "the server failed: " + cause_, "server_error", "rank_failed");
+    case State::kStopping:
+      if (health) return Reply(c, 503, "application/json", "{\"status\":\"stopping\"}", false);
+      return ReplyError(c, 503, "the server is shutting down", "server_error", "shutting_down");
+  }
+}
+
+void ServeProxy::Forward(Conn* c) {
+  evhttp_cmd_type type;
+  if (!ParseMethod(c->method, &type)) {
+    return ReplyError(c, 405, "method " + c->method + " is not supported",
+                      "invalid_request_error", "method_not_allowed");
+  }
+  auto* up = new Upstream;
+  up->proxy = this;
+  up->client = c;
+  up->conn = evhttp_connection_base_new(base_, nullptr, "127.0.0.1",
+                                        static_cast<uint16_t>(upstream_port_));
+  timeval tv = Tv(options_.upstream_timeout_s);
+  evhttp_connection_set_timeout_tv(up->conn, &tv);
+  evhttp_connection_set_retries(up->conn, 0);
+  evhttp_request* req = evhttp_request_new(&ServeProxy::OnUpstreamDone, up);
+  evhttp_request_set_header_cb(req, &ServeProxy::OnUpstreamHead);
+  evhttp_request_set_chunked_cb(req, &ServeProxy::OnUpstreamChunk);
+  evhttp_request_set_error_cb(req, [](evhttp_request_error error, void* arg) {
+    static_cast<Upstream*>(arg)->error = UpstreamErrorText(error);
+  });
+  evkeyvalq* out = evhttp_request_get_output_headers(req);
+  for (const auto& [name, value] : c->headers) {
+    if (!HopByHop(Lower(name))) evhttp_add_header(out, name.c_str(), value.c_str());
+  }
+  const std::string host = "127.0.0.1:" + std::to_string(upstream_port_);
+  evhttp_add_header(out, "Host", host.c_str());
+  evhttp_add_header(out, "Connection", "close");
+  if (!c->body.empty() || type == EVHTTP_REQ_POST || type == EVHTTP_REQ_PUT ||
+      type == EVHTTP_REQ_PATCH) {
+    evhttp_add_header(out, "Content-Length", std::to_string(c->body.size()).c_str());
+    evbuffer_add(evhttp_request_get_output_buffer(req), c->body.data(), c->body.size());
+  }
+  c->up = up;
+  c->state = Conn::kUpstream;
+  if (evhttp_make_request(up->conn, req, type, c->target.c_str()) != 0) {
+    // evhttp freed the request.
+    DetachUpstream(c);
+    ReplyError(c, 502, "cannot forward the request to rank 0", "server_error", "upstream");
+  }
+}
+
+int ServeProxy::OnUpstreamHead(evhttp_request* req, void* arg) {
+  auto* up = static_cast<Upstream*>(arg);
+  Conn* c = up->client;
+  if (c == nullptr) return -1;
+  const int code = evhttp_request_get_response_code(req);
+  const char* line = evhttp_request_get_response_code_line(req);
+  std::string head = c->version + " " + std::to_string(code) + " " +
+                     (line != nullptr && *line ? line : Reason(code)) + "\r\n";
+  evkeyvalq* hs = evhttp_request_get_input_headers(req);
+  const char* length = nullptr;
+  for (evkeyval* h = hs->tqh_first; h != nullptr; h = h->next.tqe_next) {
+    const std::string lname = Lower(h->key);
+    if (lname == "content-length") length = h->value;
+    if (lname == "content-type" && std::string(h->value).find("text/event-stream") == 0)
+      c->sse = true;
+    if (HopByHop(lname)) continue;
+    head += std::string(h->key) + ": " + h->value + "\r\n";
+  }
+  if (length != nullptr) {
+    head += std::string("Content-Length: ") + length + "\r\n";
+  } else if (c->version == "HTTP/1.1" && c->method != "HEAD") {
+    head += "Transfer-Encoding: chunked\r\n";
+    c->chunked_out = true;
+  } else {
+    c->keep_alive = false;  // an HTTP/1.0 body ends with the connection
+  }
+  head += c->keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+  bufferevent_write(c->bev, head.data(), head.size());
+  c->head_sent = true;
+  return 0;
+}
+
+void ServeProxy::OnUpstreamChunk(evhttp_request* req, void* arg) {
+  auto* up = static_cast<Upstream*>(arg);
+  Conn* c = up->client;
+  evbuffer* in = evhttp_request_get_input_buffer(req);
+  const size_t n = evbuffer_get_length(in);
+  if (c == nullptr || n == 0) return;
+  evbuffer* out = bufferevent_get_output(c->bev);
+  if (c->chunked_out) evbuffer_add_printf(out, "%zx\r\n", n);
+  evbuffer_add_buffer(out, in);
+  if (c->chunked_out) evbuffer_add(out, "\r\n", 2);
+}
+
+void ServeProxy::OnUpstreamDone(evhttp_request* req, void* arg) {
+  auto* up = static_cast<Upstream*>(arg);
+  Conn* c = up->client;
+  if (c == nullptr) return;
+  ServeProxy* p = up->proxy;
+  if (req == nullptr || evhttp_request_get_response_code(req) == 0) {
+    return p->UpstreamLost(c, up->error.empty() ? "the connection to rank 0 broke" : up->error);
+  }
+  // Bytes that arrived with the end of the body.
+  OnUpstreamChunk(req, arg);
+  p->DetachUpstream(c);
+  p->FinishResponse(c);
+}
+
+void ServeProxy::UpstreamLost(Conn* c, const std::string& why) {
+  DetachUpstream(c);
+  if (state_ == State::kRecovering || state_ == State::kFailed) return FailResponse(c, cause_);
+  // The supervisor usually learns why within milliseconds (SIGCHLD): wait for
+  // GroupFailed to name the cause, else say what the proxy saw.
+  c->lost_why = why;
+  c->state = Conn::kUpstream;
+  c->lost_timer = evtimer_new(
+      base_,
+      [](evutil_socket_t, short, void* arg) {
+        auto* c = static_cast<Conn*>(arg);
+        c->proxy->FailResponse(c, c->lost_why);
+      },
+      c);
+  timeval tv = Tv(options_.upstream_lost_wait_s);
+  evtimer_add(c->lost_timer, &tv);
+}
+
+void ServeProxy::DetachUpstream(Conn* c) {
+  if (c->up == nullptr) return;
+  Upstream* up = c->up;
+  c->up = nullptr;
+  up->client = nullptr;
+  // Freed from the loop: this may run inside one of its callbacks.
+  timeval zero{0, 0};
+  event_base_once(
+      base_, -1, EV_TIMEOUT,
+      [](evutil_socket_t, short, void* arg) {
+        auto* up = static_cast<Upstream*>(arg);
+        evhttp_connection_free(up->conn);
+        delete up;
+      },
+      up, &zero);
+}
+
+void ServeProxy::FinishResponse(Conn* c) {
+  if (c->chunked_out) bufferevent_write(c->bev, "0\r\n\r\n", 5);
+  if (!c->keep_alive) return CloseAfterWrite(c);
+  c->state = Conn::kHead;
+  ArmDeadline(c);
+  // A request that arrived behind this one.
+  if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0) OnRead(c);
+}
+
+void ServeProxy::FailResponse(Conn* c, const std::string& message) {
+  DetachUpstream(c);
+  if (c->lost_timer != nullptr) {
+    event_free(c->lost_timer);
+    c->lost_timer = nullptr;
+  }
+  if (!c->head_sent) {
+    return ReplyError(c, 503, message, "server_error", "rank_failed");
+  }
+  if (c->sse) {
+    const std::string events =
+        "data: " + ErrorJson(message, "server_error", "rank_failed") + "\n\ndata: [DONE]\n\n";
+    evbuffer* out = bufferevent_get_output(c->bev);
+    if (c->chunked_out) evbuffer_add_printf(out, "%zx\r\n", events.size());
+    evbuffer_add(out, events.data(), events.size());
+    if (c->chunked_out) evbuffer_add(out, "\r\n0\r\n\r\n", 7);
+  }
+  // A started non-stream body stays short of its Content-Length.
+  CloseAfterWrite(c);
+}
+
+void ServeProxy::FailInFlight(const std::string& cause) {
+  std::vector<Conn*> active;
+  for (Conn* c : conns_)
+    if (c->state == Conn::kUpstream) active.push_back(c);
+  for (Conn* c : active) FailResponse(c, cause);
+}
+
+void ServeProxy::Reply(Conn* c, int code, const std::string& content_type,
+                       const std::string& body, bool close) {
+  if (close) c->keep_alive = false;
+  std::string head = c->version.empty() ? "HTTP/1.1" : c->version;
+  head += " " + std::to_string(code) + " " + Reason(code) + "\r\nContent-Type: " + content_type +
+          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  if (code == 503 && state_ == State::kRecovering) head += "Retry-After: 1\r\n";
+  head += c->keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+  bufferevent_write(c->bev, head.data(), head.size());
+  if (c->method != "HEAD") bufferevent_write(c->bev, body.data(), body.size());
+  c->head_sent = true;
+  c->chunked_out = false;
+  FinishResponse(c);
+}
+
+void ServeProxy::ReplyError(Conn* c, int code, const std::string& message,
+                            const std::string& type, const std::string& code_name) {
+  // A request the proxy could not read completely leaves the connection in
+  // an unknown state: close it.
+  const bool unread = c->state == Conn::kHead || c->state == Conn::kBody;
+  if (unread) evtimer_del(c->deadline);
+  Reply(c, code, "application/json", ErrorJson(message, type, code_name), unread);
+}
+
+void ServeProxy::CloseAfterWrite(Conn* c) {
+  c->state = Conn::kClosing;
+  evtimer_del(c->deadline);
+  bufferevent_disable(c->bev, EV_READ);
+  if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) FreeConn(c);
+}
+
+void ServeProxy::FreeConn(Conn* c) {
+  if (conns_.erase(c) == 0) return;
+  pending_.erase(std::remove(pending_.begin(), pending_.end(), c), pending_.end());
+  DetachUpstream(c);
+  if (c->lost_timer != nullptr) event_free(c->lost_timer);
+  event_free(c->deadline);
+  bufferevent_free(c->bev);
+  delete c;
+}
+
+void ServeProxy::SetUpstream(int port) {
+  if (state_ == State::kStopping) return;
+  upstream_port_ = port;
+  state_ = State::kServing;
+  std::deque<Conn*> held;
+  held.swap(pending_);
+  if (!held.empty()) LOG_INFO("serve", "forwarding {} requests held during recovery", held.size());
+  for (Conn* c : held) Forward(c);
+}
+
+void ServeProxy::GroupFailed(const std::string& cause, bool restarting) {
+  cause_ = cause;
+  if (state_ != State::kStopping) state_ = restarting ? State::kRecovering : State::kFailed;
+  // Streams waiting for the cause of their broken upstream get it now.
+  std::vector<Conn*> lost;
+  for (Conn* c : conns_)
+    if (c->lost_timer != nullptr) lost.push_back(c);
+  for (Conn* c : lost) FailResponse(c, cause);
+  FailInFlight(cause);
+  if (!restarting) {
+    std::deque<Conn*> held;
+    held.swap(pending_);
+    for (Conn* c : held) ReplyError(c, 503, "the server failed: " + cause, "server_error",
+                                    "rank_failed");
+  }
+}
+
+void ServeProxy::Stopping() {
+  state_ = State::kStopping;
+  std::deque<Conn*> held;
+  held.swap(pending_);
+  for (Conn* c : held)
+    ReplyError(c, 503, "the server is shutting down", "server_error", "shutting_down");
+}
+
+void ServeProxy::Drain(double seconds) {
+  if (listener_ != nullptr) evconnlistener_disable(listener_);
+  if (state_ != State::kFailed) state_ = State::kStopping;
+  for (Conn* c : std::vector<Conn*>(pending_.begin(), pending_.end()))
+    ReplyError(c, 503, "the server is shutting down", "server_error", "shutting_down");
+  bool timed_out = false;
+  event* timer = evtimer_new(
+      base_, [](evutil_socket_t, short, void* arg) { *static_cast<bool*>(arg) = true; },
+      &timed_out);
+  timeval tv = Tv(seconds);
+  evtimer_add(timer, &tv);
+  auto busy = [&] {
+    for (Conn* c : conns_) {
+      if (c->state == Conn::kUpstream || c->state == Conn::kClosing) return true;
+      if (evbuffer_get_length(bufferevent_get_output(c->bev)) > 0) return true;
+    }
+    return false;
+  };
+  while (busy() && !timed_out) {
+    if (event_base_loop(base_, EVLOOP_ONCE) < 0) break;
+  }
+  event_free(timer);
+  // What is still open has no response coming.
+  while (!conns_.empty()) FreeConn(*conns_.begin());
+}
+
+void CloseInheritedSockets() {
+  ::signal(SIGPIPE, SIG_DFL);
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return;
+  std::vector<int> socks;
+  const int dir_fd = dirfd(d);
+  while (dirent* e = readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd == dir_fd) continue;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) socks.push_back(fd);
+  }
+  closedir(d);
+  for (int fd : socks) ::close(fd);
+}
+
+}  // namespace specd::launch

@@ -1,0 +1,147 @@
+// The public face of `specd serve` when the ranks run under the supervisor
+// (--tp > 1 or --restart-ranks > 0): an event-driven HTTP/1.1 reverse proxy
+// that owns the listening socket in the supervisor process and forwards each
+// request to rank 0's server on 127.0.0.1 (libevent; the client side is
+// evhttp). Because the connection to the client outlives rank 0, a dead rank
+// ends every open stream with an error event instead of a cut connection, and
+// the supervisor can start a fresh rank group behind the same address.
+//
+// States: loading (until rank 0 reports its port) -> serving -> recovering
+// (the group failed and a fresh one is starting) -> serving ..., or failed
+// (the group failed and no restart follows); stopping after SIGINT/SIGTERM.
+//  - serving: every request goes to rank 0; responses are relayed as they
+//    arrive (an SSE stream chunk by chunk, nothing buffered); the client's
+//    headers (Authorization included) pass through except hop-by-hop ones.
+//  - GroupFailed: each open SSE stream gets
+//      data: {"error": {"message": "<cause>", "type": "server_error", ...}}
+//      data: [DONE]
+//    and is closed; a request whose response has not started gets 503 with
+//    the same error JSON; a started non-stream body is cut (its
+//    Content-Length tells the client).
+//  - recovering: GET /health answers 503 {"status": "recovering", "cause"};
+//    other requests are held (at most max_pending, else 503) and forwarded
+//    once SetUpstream names the new rank 0.
+//  - loading / failed / stopping: /health 503 {"status": "loading" |
+//    "failed" | "stopping"}, other requests 503 with an error JSON.
+// When the upstream connection breaks before the supervisor has said why, the
+// response waits up to upstream_lost_wait_s for GroupFailed's cause.
+//
+// Limits of its own: the request head must arrive whole within
+// request_timeout_s of the connection becoming idle (408 otherwise, so a
+// client trickling header bytes cannot hold a connection), heads over
+// max_header_bytes get 431, a Content-Length over max_body_bytes 413 (before
+// the body is read), request bodies must carry Content-Length (411
+// otherwise), and connections over max_connections are answered 503 and
+// closed at accept. Requests on one connection are served one at a time.
+//
+// Thread safety: none; every call happens on the thread that runs Poll (the
+// supervisor's main thread, which forks the ranks: the proxy starts no
+// threads).
+#pragma once
+
+#include <poll.h>
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "base/status.h"
+
+struct event_base;
+struct evconnlistener;
+struct evhttp_request;
+struct sockaddr;
+
+namespace specd::launch {
+
+struct ServeProxyOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;  // 0: any free port (see ServeProxy::port)
+  int listen_backlog = 1024;
+  double request_timeout_s = 30;  // whole request head and body, from idle
+  size_t max_header_bytes = 8192;
+  size_t max_body_bytes = 4u << 20;
+  int max_connections = 1024;
+  int max_pending = 256;            // requests held while recovering
+  double upstream_timeout_s = 3600;  // longest silence of rank 0 within a response
+  double upstream_lost_wait_s = 1.0;
+};
+
+class ServeProxy {
+ public:
+  // Binds options.host:port (SO_REUSEADDR, no SO_REUSEPORT: a second server
+  // on the port fails with IoError naming the address) and listens.
+  static StatusOr<std::unique_ptr<ServeProxy>> Create(const ServeProxyOptions& options);
+  ~ServeProxy();
+  ServeProxy(const ServeProxy&) = delete;
+  ServeProxy& operator=(const ServeProxy&) = delete;
+
+  int port() const { return port_; }
+
+  // poll(2) for readability of `fds` (revents gets POLLIN on readable or
+  // hung-up fds) with the proxy's events served meanwhile. Returns the number
+  // of ready fds, 0 on timeout (timeout_ms < 0: none).
+  int Poll(pollfd* fds, size_t n, int timeout_ms);
+
+  // Rank 0's server listens on 127.0.0.1:port: forward there (held requests first).
+  void SetUpstream(int port);
+  // The rank group failed; `cause` names the root cause (see the header comment).
+  void GroupFailed(const std::string& cause, bool restarting);
+  // SIGINT/SIGTERM: refuse new requests; in-flight ones run on.
+  void Stopping();
+  // Stops listening and serves until every response is complete or `seconds` passed.
+  void Drain(double seconds);
+
+  // Observability for tests and logs.
+  const char* state_name() const;
+  size_t open_connections() const { return conns_.size(); }
+
+  struct Conn;
+  struct Upstream;
+
+ private:
+  enum class State { kLoading, kServing, kRecovering, kFailed, kStopping };
+  explicit ServeProxy(const ServeProxyOptions& options);
+
+  static void OnAccept(evconnlistener*, int fd, sockaddr*, int, void* arg);
+  void Accept(int fd);
+  void OnRead(Conn* c);
+  void Dispatch(Conn* c);
+  void Forward(Conn* c);
+  void Reply(Conn* c, int code, const std::string& content_type, const std::string& body,
+             bool close);
+  void ReplyError(Conn* c, int code, const std::string& message, const std::string& type,
+                  const std::string& code_name);
+  void FailResponse(Conn* c, const std::string& message);
+  void FinishResponse(Conn* c);
+  void CloseAfterWrite(Conn* c);
+  void FreeConn(Conn* c);
+  void DetachUpstream(Conn* c);
+  void ArmDeadline(Conn* c);
+  void FailInFlight(const std::string& cause);
+
+  // Upstream callbacks (evhttp).
+  static int OnUpstreamHead(evhttp_request* req, void* arg);
+  static void OnUpstreamChunk(evhttp_request* req, void* arg);
+  static void OnUpstreamDone(evhttp_request* req, void* arg);
+  void UpstreamLost(Conn* c, const std::string& why);
+
+  ServeProxyOptions options_;
+  event_base* base_ = nullptr;
+  evconnlistener* listener_ = nullptr;
+  int port_ = 0;
+  State state_ = State::kLoading;
+  int upstream_port_ = 0;
+  std::string cause_;  // the last GroupFailed cause
+  std::set<Conn*> conns_;
+  std::deque<Conn*> pending_;  // held while recovering, oldest first
+};
+
+// For a forked rank: closes every socket the process inherited (the proxy's
+// listener and client connections stay with the supervisor) and restores
+// SIGPIPE's default action.
+void CloseInheritedSockets();
+
+}  // namespace specd::launch
