@@ -8,6 +8,7 @@
 #include "base/logging.h"
 #include "base/op_profile.h"
 #include "runtime/step_costs.h"
+#include "sampling/logits_check.h"
 
 namespace specd {
 namespace {
@@ -178,6 +179,8 @@ StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(ServeRequest req) {
       return ResourceExhaustedError(fmt::format(
           "request queue full ({} waiting, --max-queue {}): retry later", waiting_.size(),
           options_.max_queue));
+    ++submitted_;
+    if (req.id.empty()) req.id = "#" + std::to_string(submitted_);
     metrics_.prompt_tokens += static_cast<int64_t>(req.prompt.size());
     waiting_.push_back(Waiting{std::move(req), stream, NowSeconds(), nullptr});
     metrics_.queue_depth = static_cast<int>(waiting_.size());
@@ -373,6 +376,33 @@ void Scheduler::EmitTokens(Sequence& r, const std::vector<int32_t>& tokens, cons
   if (!finish.empty()) Finish(r, finish);
 }
 
+namespace {
+
+// The error that ends a request whose logits cannot be sampled: `why` is
+// CheckLogitsRow's "contain NaN (token 5)".
+Status NonFiniteLogitsError(const Sequence& r, int pos, const Status& why) {
+  return Status(why.code(),
+                fmt::format("logits of request {} at position {} {}: the model's weights or "
+                            "activations are not finite; run with --check-tensors full to find a "
+                            "weight that holds NaN/Inf",
+                            r.req.id, pos, why.message()))
+      .WithStage("sampling");
+}
+
+}  // namespace
+
+bool Scheduler::SampleRow(Sequence& r, const float* logits, int pos, int32_t* token) {
+  const int V = engine_->config().vocab_size;
+  if (Status s = CheckLogitsRow(logits, V); !s.ok()) {
+    s = NonFiniteLogitsError(r, pos, s);
+    LogStatus(s);
+    Finish(r, "error", s);
+    return false;
+  }
+  *token = r.sampler.Sample(logits, V, r.req.sampling);
+  return true;
+}
+
 Status Scheduler::RunBatch() {
   KvCache& kv = engine_->kv();
   const int ps = kv.page_size();
@@ -513,11 +543,12 @@ Status Scheduler::RunBatch() {
       r.n_kv += r.step_tokens;
       if (r.n_kv == r.prefill_end && r.sample_after_prefill) {
         int32_t t;
+        bool sampled;
         {
           OpTimer timer(&prof, ProfOp::kSampling);
-          t = r.sampler.Sample(logits, V, r.req.sampling);
+          sampled = SampleRow(r, logits, r.n_kv - 1, &t);
         }
-        EmitTokens(r, {t}, out_.logits.data(), {row0}, now);
+        if (sampled) EmitTokens(r, {t}, out_.logits.data(), {row0}, now);
       }
       if (r.spec && !r.done()) {
         // Row k of the chunk predicts history[a + k + 1].
@@ -539,8 +570,11 @@ Status Scheduler::RunBatch() {
       SpecStep step;
       {
         OpTimer timer(&prof, ProfOp::kVerify);
-        step = r.spec->Verify(r.kv_seq, L, logits, r.req.sampling, &r.sampler);
-        s = engine_->Apply(std::move(step.kv)).WithStage("verify");
+        s = r.spec->Verify(r.kv_seq, L, logits, r.req.sampling, &r.sampler, &step);
+        if (!s.ok())
+          s = NonFiniteLogitsError(r, L + static_cast<int>(step.verify.path.size()) - 1, s);
+        else
+          s = engine_->Apply(std::move(step.kv)).WithStage("verify");
       }
       const double verify_s = verify.Seconds();
       r.stats.verify_s += forward_s + verify_s;
@@ -572,11 +606,12 @@ Status Scheduler::RunBatch() {
       r.n_kv += 1;
       r.stats.target_forwards++;
       int32_t t;
+      bool sampled;
       {
         OpTimer timer(&prof, ProfOp::kSampling);
-        t = r.sampler.Sample(logits, V, r.req.sampling);
+        sampled = SampleRow(r, logits, r.n_kv - 1, &t);
       }
-      EmitTokens(r, {t}, out_.logits.data(), {row0}, now);
+      if (sampled) EmitTokens(r, {t}, out_.logits.data(), {row0}, now);
     }
     if (!s.ok()) {
       LogStatus(s);

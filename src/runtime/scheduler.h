@@ -115,6 +115,10 @@ class Scheduler {
   void Finish(Sequence& r, const std::string& reason, const Status& error = Status::Ok());
   void EmitTokens(Sequence& r, const std::vector<int32_t>& tokens, const float* logits,
                   const std::vector<int>& logit_rows, double now);
+  // Samples r's token from `logits` (the row of KV position `pos`), or ends r
+  // with an error naming the request and position when the row cannot be
+  // sampled (CheckLogitsRow). Returns false when r ended.
+  bool SampleRow(Sequence& r, const float* logits, int pos, int32_t* token);
   void FailAll(const Status& s) EXCLUDES(mu_);
   void PublishGauges();
 
@@ -130,6 +134,7 @@ class Scheduler {
   std::deque<Waiting> waiting_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   bool cancel_all_ GUARDED_BY(mu_) = false;
+  uint64_t submitted_ GUARDED_BY(mu_) = 0;  // requests accepted so far
   Status failure_ GUARDED_BY(mu_);
   std::thread thread_;
 

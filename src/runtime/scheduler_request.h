@@ -19,6 +19,9 @@
 namespace specd {
 
 struct ServeRequest {
+  // Names the request in its errors and log lines (a front end's request id);
+  // empty: Submit numbers it "#1", "#2", ... in submission order.
+  std::string id;
   std::vector<int32_t> prompt;  // token ids, at least one
   int max_tokens = 16;          // > 0; the context length caps it further
   SamplingParams sampling;

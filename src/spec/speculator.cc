@@ -121,17 +121,18 @@ DraftTree Speculator::OracleDraft(const std::vector<int32_t>& history, int n) co
   return t;
 }
 
-SpecStep Speculator::Verify(int seq, int L, const float* logits, const SamplingParams& sampling,
-                            Sampler* sampler) {
-  SpecStep step;
-  step.verify = VerifyTree(tree_, logits, vocab_, sampling, sampler);
+Status Speculator::Verify(int seq, int L, const float* logits, const SamplingParams& sampling,
+                          Sampler* sampler, SpecStep* out) {
+  SpecStep& step = *out;
+  step = SpecStep();
+  RETURN_IF_ERROR(VerifyTree(tree_, logits, vocab_, sampling, sampler, &step.verify));
   if (tree_.size() > 1) {
     for (int d : tree_.depth) step.drafted = std::max(step.drafted, d);
     step.accepted = static_cast<int>(step.verify.path.size()) - 1;
     acceptance_.Observe(step.drafted, step.accepted);
   }
   step.kv = KvEdit::KeepPath(seq, L, {step.verify.path.begin(), step.verify.path.end()});
-  return step;
+  return Status::Ok();
 }
 
 Status Speculator::ExtendAccepted(const VerifyResult& vr, const float* aux, int L) {

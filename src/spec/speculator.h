@@ -63,8 +63,10 @@ class Speculator {
   // sequence to L + accepted + 1 slots.
   // When the tree had draft tokens, step.drafted / step.accepted say how deep
   // it was and how many were accepted (what acceptance() observed).
-  SpecStep Verify(int seq, int L, const float* logits, const SamplingParams& sampling,
-                  Sampler* sampler);
+  // A row that cannot be sampled: VerifyTree's error (step->verify.path ends
+  // at its node), nothing observed and no edit.
+  Status Verify(int seq, int L, const float* logits, const SamplingParams& sampling,
+                Sampler* sampler, SpecStep* step);
   // EAGLE-3 only: queues the accepted rows for the draft head. aux is this
   // sequence's first row in ForwardOutput::aux_hidden of the verify step.
   // Fixed shapes run the head over them at once; auto shapes when the next

@@ -1,14 +1,21 @@
 #include "spec/verify.h"
 
+#include "sampling/logits_check.h"
+
 namespace specd {
-VerifyResult VerifyTree(const DraftTree& tree, const float* logits, int vocab,
-                        const SamplingParams& params, Sampler* sampler) {
-  VerifyResult r;
+Status VerifyTree(const DraftTree& tree, const float* logits, int vocab,
+                  const SamplingParams& params, Sampler* sampler, VerifyResult* out) {
+  VerifyResult& r = *out;
+  r = VerifyResult();
   int node = 0;
   r.path.push_back(0);
   std::vector<float> p;
   while (true) {
     const float* row = logits + static_cast<size_t>(node) * vocab;
+    if (Status s = CheckLogitsRow(row, vocab); !s.ok()) {
+      r.emitted.clear();
+      return s;
+    }
     std::vector<int> children = tree.Children(node);
     int next = -1;
     if (params.greedy()) {
@@ -43,7 +50,7 @@ VerifyResult VerifyTree(const DraftTree& tree, const float* logits, int vocab,
     node = next;
   }
   r.emitted.push_back(r.bonus_token);
-  return r;
+  return Status::Ok();
 }
 
 }  // namespace specd

@@ -14,6 +14,9 @@
 // bonus token is drawn from what remains. Each emitted token is therefore
 // distributed exactly as p: P(c_k) = p(c_k) for proposed tokens, and other
 // tokens keep their relative mass.
+//
+// Every row verification reads is checked first (CheckLogitsRow): a NaN there
+// must end the request, not be silently accepted or rejected.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +35,11 @@ struct VerifyResult {
   std::vector<int32_t> emitted;
 };
 
-// logits: (tree.size(), vocab), row i for node i.
-VerifyResult VerifyTree(const DraftTree& tree, const float* logits, int vocab,
-                        const SamplingParams& params, Sampler* sampler);
+// logits: (tree.size(), vocab), row i for node i. Only the rows of the nodes
+// on the accepted path are read. When one of them cannot be sampled, returns
+// CheckLogitsRow's error with out->path ending at that node (its position is
+// the root's plus out->path.size() - 1) and out->emitted empty.
+Status VerifyTree(const DraftTree& tree, const float* logits, int vocab,
+                  const SamplingParams& params, Sampler* sampler, VerifyResult* out);
 
 }  // namespace specd

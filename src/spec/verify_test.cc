@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "spec/ngram.h"
@@ -60,7 +62,8 @@ TEST(VerifyTest, GreedyFollowsTargetArgmax) {
   add({{0, 1.f}});              // node 2 (not on the path)
   add({{6, 0.7f}, {5, 0.3f}});  // node 3: leaf, bonus 6
   Sampler s(0);
-  VerifyResult r = VerifyTree(t, logits.data(), V, SamplingParams{}, &s);
+  VerifyResult r;
+  ASSERT_TRUE(VerifyTree(t, logits.data(), V, SamplingParams{}, &s, &r).ok());
   EXPECT_EQ(r.path, (std::vector<int>{0, 1, 3}));
   EXPECT_EQ(r.emitted, (std::vector<int32_t>{2, 4, 6}));
   EXPECT_EQ(r.bonus_token, 6);
@@ -72,9 +75,61 @@ TEST(VerifyTest, GreedyRejectsAtRoot) {
   std::vector<float> logits(4 * V, 0.f);
   logits[5] = 3.f;  // root argmax 5: no child carries it
   Sampler s(0);
-  VerifyResult r = VerifyTree(t, logits.data(), V, SamplingParams{}, &s);
+  VerifyResult r;
+  ASSERT_TRUE(VerifyTree(t, logits.data(), V, SamplingParams{}, &s, &r).ok());
   EXPECT_EQ(r.path, (std::vector<int>{0}));
   EXPECT_EQ(r.emitted, (std::vector<int32_t>{5}));
+}
+
+// Logits of the SmallTree walk of GreedyFollowsTargetArgmax: root -> node 1
+// -> node 3, node 2 off the path.
+std::vector<float> PathLogits(int V) {
+  std::vector<float> logits;
+  for (auto p : std::vector<std::map<int, float>>{
+           {{2, 0.6f}, {3, 0.4f}}, {{4, 0.9f}, {1, 0.1f}}, {{0, 1.f}}, {{6, 0.7f}, {5, 0.3f}}}) {
+    auto l = Logits(V, p);
+    logits.insert(logits.end(), l.begin(), l.end());
+  }
+  return logits;
+}
+
+TEST(VerifyTest, NonFiniteRowOnThePathEndsVerification) {
+  const DraftTree t = SmallTree();
+  const int V = 8;
+  SamplingParams sampled;
+  sampled.temperature = 0.7f;
+  for (const SamplingParams& sp : {SamplingParams{}, sampled}) {
+    for (int node : {0, 1, 3}) {
+      std::vector<float> logits = PathLogits(V);
+      // A NaN that is not the row's maximum: argmax alone would not notice.
+      logits[static_cast<size_t>(node) * V + 7] = std::numeric_limits<float>::quiet_NaN();
+      Sampler s(3);
+      VerifyResult r;
+      const Status st = VerifyTree(t, logits.data(), V, sp, &s, &r);
+      if (!sp.greedy() && st.ok()) {
+        // Sampling may leave the greedy path before reaching `node`: then
+        // its row was never read.
+        EXPECT_EQ(std::find(r.path.begin(), r.path.end(), node), r.path.end()) << node;
+        continue;
+      }
+      ASSERT_FALSE(st.ok()) << "node " << node;
+      EXPECT_EQ(st.message(), "contain NaN (token 7)");
+      ASSERT_FALSE(r.path.empty());
+      EXPECT_EQ(r.path.back(), node);
+      EXPECT_TRUE(r.emitted.empty());
+    }
+  }
+}
+
+TEST(VerifyTest, RowsOffThePathAreNotRead) {
+  const DraftTree t = SmallTree();
+  const int V = 8;
+  std::vector<float> logits = PathLogits(V);
+  for (int i = 0; i < V; ++i) logits[2 * V + i] = std::numeric_limits<float>::quiet_NaN();
+  Sampler s(0);
+  VerifyResult r;
+  ASSERT_TRUE(VerifyTree(t, logits.data(), V, SamplingParams{}, &s, &r).ok());
+  EXPECT_EQ(r.emitted, (std::vector<int32_t>{2, 4, 6}));
 }
 
 // Chi-square goodness of fit of the first emitted token against the target
@@ -97,7 +152,8 @@ TEST(VerifyTest, SamplingIsLosslessForFirstToken) {
   // Second token after an accepted 2: target at node 1 is {4: .5, 5: .5}.
   int after2 = 0, four_after2 = 0;
   for (int i = 0; i < n; ++i) {
-    VerifyResult r = VerifyTree(t, logits.data(), V, sp, &s);
+    VerifyResult r;
+    ASSERT_TRUE(VerifyTree(t, logits.data(), V, sp, &s, &r).ok());
     count[r.emitted[0]]++;
     if (r.emitted[0] == 2) {
       ++after2;
