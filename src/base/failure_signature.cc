@@ -259,7 +259,9 @@ bool IsConsequence(const FailureText& t) {
   std::string_view type = BaseType(Trim(t.type));
   for (std::string_view c : {"DeadlineExceeded", "Unavailable", "Cancelled", "BrokenPipeError",
                              "ConnectionResetError", "CancelledError", "EngineDeadError",
-                             "DistBackendError", "KeyboardInterrupt"}) {
+                             "DistBackendError", "KeyboardInterrupt",
+                             // torchrun's summary of a child that failed first
+                             "ChildFailedError"}) {
     if (type == c) return true;
   }
   const FailureSignature* sig = MatchFailureSignature(t);

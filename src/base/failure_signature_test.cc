@@ -77,6 +77,7 @@ TEST(FailureSignatureTest, Consequences) {
   EXPECT_TRUE(IsConsequence({"DeadlineExceeded", "waiting for rank 1", "", ""}));
   EXPECT_TRUE(IsConsequence({"Unavailable", "shm region closed", "", ""}));
   EXPECT_TRUE(IsConsequence({"Cancelled", "", "", ""}));
+  EXPECT_TRUE(IsConsequence({"torch.distributed.elastic.multiprocessing.errors.ChildFailedError", "", "", ""}));
   EXPECT_TRUE(IsConsequence({"BrokenPipeError", "[Errno 32] Broken pipe", "", ""}));
   EXPECT_TRUE(IsConsequence({"", "peer rank 3 died", "", ""}));
   EXPECT_TRUE(IsConsequence({"RuntimeError", "Engine core initialization failed. See root cause above.", "", ""}));

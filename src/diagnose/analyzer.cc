@@ -230,6 +230,7 @@ void Analyzer::AddLine(std::string_view line, uint64_t line_no) {
         sticky_->label[prefix_.label.size()] == '/'))) {
     s = sticky_;
   }
+  const bool record_start = prefix_.content.size() != line.size() || !has_ts_;
   double ts = 0;
   bool has_ts = false;
   if (prefix_.has_ts) {
@@ -255,7 +256,8 @@ void Analyzer::AddLine(std::string_view line, uint64_t line_no) {
     if (prefix_.level >= Level::kError) HandleSpecdText(s, prefix_, line, line_no, ts, has_ts);
     return;  // specd lines never belong to a Python traceback
   }
-  StreamLine l{prefix_.content, line, source_, line_no, order_, ts, has_ts, prefix_.level};
+  StreamLine l{prefix_.content, line, source_, line_no, order_, ts, has_ts, prefix_.level,
+               record_start};
   emitted_.clear();
   bool consumed = s->parser.Feed(l, &emitted_);
   if (s->parser.open() && !s->label.empty() && s->label != default_process_) sticky_ = s;
@@ -499,6 +501,7 @@ void Analyzer::Commit(Candidate c) {
 }
 
 AnalysisResult Analyzer::Finish() {
+  result_.stamped = has_ts_;
   block_.Finish();
   if (block_.done()) CommitSupervisorRootCause(block_.TakeRootCause());
   for (auto& [key, s] : streams_) {

@@ -39,6 +39,9 @@ struct AnalysisResult {
   // Order evidence (see TracebackParser) plus time stamps going backwards.
   uint64_t forward_evidence = 0, reversed_evidence = 0;
   uint64_t ts_increases = 0, ts_decreases = 0;
+  // Some line had a time stamp: lines are grouped into records (a stamped
+  // line and the bare lines below it) when the input is read back to front.
+  bool stamped = false;
   bool LooksReversed() const;
 };
 

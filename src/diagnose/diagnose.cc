@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "base/failure_signature.h"
+#include "diagnose/record_order.h"
 #include "diagnose/analyzer.h"
 
 namespace specd::diagnose {
@@ -186,7 +187,12 @@ Status AnalyzeFd(int fd, bool seekable, const std::string& name, int source,
     if (back_fd >= 0) {
       auto back = NewBackwardLineReader(back_fd, name, reader->stats().lines, options.max_line_bytes);
       Analyzer backward(source, default_process);
-      while (back->Next(&line, &no)) backward.AddLine(line, no);
+      if (r.stamped) {
+        RecordReverser records([&back](std::string_view* l, uint64_t* n) { return back->Next(l, n); });
+        while (records.Next(&line, &no)) backward.AddLine(line, no);
+      } else {
+        while (back->Next(&line, &no)) backward.AddLine(line, no);
+      }
       if (!back->status().ok()) return back->status();
       r = backward.Finish();
       *reversed = true;
@@ -281,7 +287,21 @@ Diagnosis DiagnoseText(std::string_view text, std::string name, const DiagnoseOp
   bool reversed = false;
   if (options.detect_reversed && r.LooksReversed()) {
     Analyzer backward(0, "");
-    for (auto it = lines.rbegin(); it != lines.rend(); ++it) backward.AddLine(it->first, it->second);
+    auto it = lines.rbegin();
+    RecordReverser records([&](std::string_view* l, uint64_t* n) {
+      if (it == lines.rend()) return false;
+      *l = it->first;
+      *n = it->second;
+      ++it;
+      return true;
+    });
+    std::string_view l;
+    uint64_t no;
+    if (r.stamped) {
+      while (records.Next(&l, &no)) backward.AddLine(l, no);
+    } else {
+      for (auto b = lines.rbegin(); b != lines.rend(); ++b) backward.AddLine(b->first, b->second);
+    }
     r = backward.Finish();
     reversed = true;
   }

@@ -114,6 +114,9 @@ size_t TryIso(std::string_view s, LinePrefix* out) {
   size_t i = n;
   if (i < s.size() && s[i] != ' ') return i;  // stamp glued to something: keep the rest
   i = OneSpace(s, i);
+  // A zone word, as console exports print it ("2026-12-02 10:40:27.101 UTC"),
+  // then their column gap of up to two spaces.
+  if (s.compare(i, 4, "UTC ") == 0 || s.compare(i, 4, "GMT ") == 0) i = OneSpace(s, OneSpace(s, i + 3));
   // CRI (Kubernetes) "stderr F " / "stdout P ".
   if (s.compare(i, 7, "stderr ") == 0 || s.compare(i, 7, "stdout ") == 0) {
     if (i + 8 < s.size() && (s[i + 7] == 'F' || s[i + 7] == 'P') && s[i + 8] == ' ') i += 9;
@@ -125,6 +128,13 @@ size_t TryIso(std::string_view s, LinePrefix* out) {
   bool specd_word;
   Level l = ParseLevelWord(s.substr(j), &len, &specd_word);
   if (l == Level::kNone) return i;
+  // A level-first stamp of its own ("INFO 12-02 10:40:30 [f.py:1] " under a
+  // console's stamp): left whole for TryLevelFirst.
+  int mm, dd;
+  if (const size_t k = OneSpace(s, j + len);
+      Digits(s, k, 2, &mm) && k + 5 < s.size() && s[k + 2] == '-' && Digits(s, k + 3, 2, &dd) &&
+      s[k + 5] == ' ')
+    return i;
   out->level = l;
   j += len;
   if (j < s.size() && s[j] == ':') ++j;
@@ -393,7 +403,10 @@ size_t ParseIsoTimestamp(std::string_view s, double* seconds) {
   return i;
 }
 
-void ParseLinePrefix(std::string_view line, LinePrefix* out) {
+namespace {
+
+// The prefixes at the start of `line`, in any order and nesting.
+void ParsePrefixes(std::string_view line, LinePrefix* out) {
   out->label.clear();
   out->rank = -1;
   out->ts = 0;
@@ -425,6 +438,45 @@ void ParseLinePrefix(std::string_view line, LinePrefix* out) {
     pos += n;
   }
   out->content = line.substr(pos);
+}
+
+// A CSV field: "a ""b"" c" -> a "b" c (an unterminated field keeps the rest).
+void Unquote(std::string_view field, std::string* out) {
+  out->clear();
+  for (size_t i = 1; i < field.size(); ++i) {
+    if (field[i] == '"') {
+      if (i + 1 < field.size() && field[i + 1] == '"') {
+        out->push_back('"');
+        ++i;
+        continue;
+      }
+      break;
+    }
+    out->push_back(field[i]);
+  }
+}
+
+}  // namespace
+
+void ParseLinePrefix(std::string_view line, LinePrefix* out) {
+  // CSV exports (CloudWatch, BigQuery): "<stamp>,<message>", the message
+  // quoted when it holds a comma or a quote.
+  double t;
+  const size_t n = IsDigit(line.empty() ? ' ' : line[0]) ? ParseIsoTimestamp(line, &t) : 0;
+  if (n > 0 && n < line.size() && line[n] == ',') {
+    std::string_view field = line.substr(n + 1);
+    if (!field.empty() && field.front() == '"') {
+      Unquote(field, &out->csv_field);
+      field = out->csv_field;
+    }
+    ParsePrefixes(field, out);
+    if (!out->has_ts) {
+      out->ts = t;
+      out->has_ts = true;
+    }
+    return;
+  }
+  ParsePrefixes(line, out);
 }
 
 }  // namespace specd::diagnose

@@ -7,10 +7,12 @@
 //   bracket labels       "[TP3] ", "[rank2]: ", "[Rank 2] ", "[default3]:", "[1,3]<stderr>:",
 //                        "[2025-01-01 10:00:00 TP3] " (SGLang), "[2025-01-01 10:00:00,123] "
 //   ISO time stamps      "2026-12-02T10:40:27.123Z ", "2026-12-02 10:40:27,123 ",
+//                        "2026-12-02 10:40:27.123 UTC  " (console exports),
 //                        CRI "...Z stderr F ", then an optional level word
 //   level-first stamps   "ERROR 12-02 10:40:27 [file.py:123] " (vLLM), glog "E1202 10:40:27.1 12 f.cc:3] "
 //   syslog               "Dec  2 10:40:27 host prog[123]: "
 //   specd text lines     "<ISO> ERROR rank=1 [load weights] ..." (rank and stage are kept)
+//   CSV exports          "2026-12-02 10:40:27.101,message" or "...,\"quoted \"\"message\"\"\""
 // Exactly one separator space is removed after a prefix, so the indentation of
 // traceback lines ("  File ...") survives.
 #pragma once
@@ -23,8 +25,10 @@ namespace specd::diagnose {
 enum class Level { kNone = 0, kDebug, kInfo, kWarn, kError, kCritical };
 
 struct LinePrefix {
-  // The line without prefixes: a view into the parsed line.
+  // The line without prefixes: a view into the parsed line, or into
+  // csv_field for a quoted CSV field.
   std::string_view content;
+  std::string csv_field;  // a quoted CSV message, unquoted
   // Process labels joined with '/', e.g. "vllm-1/TP3"; empty when none.
   std::string label;
   // Rank from a label ("TP3", "rank=2", "[1,3]"), else -1.

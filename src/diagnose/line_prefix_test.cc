@@ -11,6 +11,34 @@ LinePrefix Parse(std::string_view line) {
   return p;
 }
 
+TEST(LinePrefixTest, ConsoleExportStampWithZoneWord) {
+  LinePrefix p = Parse("2026-12-02 10:40:27.101 UTC  [2026-12-02 10:40:27 TP1] Load weight end.");
+  EXPECT_TRUE(p.has_ts);
+  EXPECT_EQ(p.label, "TP1");
+  EXPECT_EQ(p.rank, 1);
+  EXPECT_EQ(p.content, "Load weight end.");
+  p = Parse("2026-12-02 10:40:27.101 UTC  INFO 12-02 10:40:30 [loggers.py:118] Errored: 0");
+  EXPECT_EQ(p.level, Level::kInfo);
+  EXPECT_EQ(p.content, "Errored: 0");
+  // The column gap is two spaces: indentation after it survives.
+  p = Parse("2026-12-02 10:40:27.101 UTC    File \"x.py\", line 1, in f");
+  EXPECT_EQ(p.content, "  File \"x.py\", line 1, in f");
+}
+
+TEST(LinePrefixTest, CsvExportFields) {
+  LinePrefix p = Parse("2026-12-02 10:40:47.001,\"[rank0]:   File \"\"/srv/tp.py\"\", line 90, in f\"");
+  EXPECT_TRUE(p.has_ts);
+  EXPECT_EQ(p.label, "rank0");
+  EXPECT_EQ(p.content, "  File \"/srv/tp.py\", line 90, in f");
+  p = Parse("2026-12-02 10:40:50.000,Killed");
+  EXPECT_TRUE(p.has_ts);
+  EXPECT_EQ(p.content, "Killed");
+  // Python logging's comma before the milliseconds is not a CSV field.
+  p = Parse("2026-12-02 10:40:27,123 ERROR boom");
+  EXPECT_EQ(p.level, Level::kError);
+  EXPECT_EQ(p.content, "boom");
+}
+
 TEST(LinePrefixTest, ProcessLabels) {
   LinePrefix p = Parse("[TP3] KeyError: 12");
   EXPECT_EQ(p.label, "TP3");

@@ -254,7 +254,7 @@ bool TracebackParser::FeedIdle(const StreamLine& l) {
     return true;
   }
   if (EndsWith(c, kHeader)) {
-    if (prev_was_frame_) ++reversed_;
+    if (prev_was_frame_ && l.record_start) ++reversed_;
     StartTraceback(l, c.substr(0, c.size() - kHeader.size()));
     return true;
   }
@@ -282,7 +282,7 @@ bool TracebackParser::Feed(const StreamLine& l, std::vector<Candidate>* out) {
         break;
       case State::kFrames:
         if (is_frame) {
-          if (expect_first_frame_) ++forward_;
+          if (expect_first_frame_ && l.record_start) ++forward_;
           expect_first_frame_ = false;
           AddFrame(l, std::move(frame));
           consumed = true;

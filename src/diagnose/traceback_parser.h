@@ -32,6 +32,10 @@ struct StreamLine {
   double ts = 0;
   bool has_ts = false;
   Level level = Level::kNone;
+  // The line starts a log record: it carries a collector's prefix, or no line
+  // of the input so far had a time stamp (then every line is its own record).
+  // False for the bare continuation lines of a multi-line record.
+  bool record_start = true;
 };
 
 // Parses "  File "path", line 12, in func". False when `s` is not a frame line.
@@ -62,7 +66,8 @@ class TracebackParser {
 
   // Order evidence: a header whose previous line in this stream is a frame
   // line means the log is reversed (newest first); a header followed by a
-  // frame line means normal order.
+  // frame line means normal order. Only lines that start records count: the
+  // lines inside one multi-line record keep their order in either export.
   uint64_t forward_evidence() const { return forward_; }
   uint64_t reversed_evidence() const { return reversed_; }
   uint64_t noise_blocks() const { return noise_blocks_; }

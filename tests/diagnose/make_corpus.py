@@ -479,11 +479,258 @@ def specd_json():
         "rank": 1, "stage": "load weights", "min_consequences": 3, "missing_ranks": [1]})
 
 
+def newest_first(records, stamp):
+    """A log exported newest first, as cloud consoles export it: each record is
+    (seconds, lines); the record's first line gets the stamp, its continuation
+    lines keep their order below it, and the records are listed newest first."""
+    out = []
+    for t, lines in sorted(records, key=lambda r: -r[0]):
+        out.append(stamp(t) + lines[0])
+        out += lines[1:]
+    return out
+
+
+def gcp_stamp(t):
+    return "2026-12-02 10:%02d:%06.3f UTC  " % (40 + int(t) // 60, t % 60)
+
+
+def iso_stamp(t):
+    return "2026-12-02T10:%02d:%06.3fZ " % (40 + int(t) // 60, t % 60)
+
+
+VL = "/usr/local/lib/python3.12/dist-packages/vllm"
+
+
+def reversed_records_killed():
+    # vLLM worker whose stderr lines are one record each (so its traceback is
+    # exported upside down), and the engine's multi-line record that quotes a
+    # consequence traceback in normal order; the last record is "Killed".
+    w = "(VllmWorker rank=1 pid=412) "
+    tb = [
+        w + "ERROR 12-02 10:40:27 [multiproc_executor.py:527] WorkerProc hit an exception.",
+        w + "ERROR 12-02 10:40:27 [multiproc_executor.py:527] Traceback (most recent call last):",
+        w + f'ERROR 12-02 10:40:27 [multiproc_executor.py:527]   File "{VL}/v1/worker/gpu_worker.py", line 232, in determine_available_memory',
+        w + "ERROR 12-02 10:40:27 [multiproc_executor.py:527]     self.model_runner.profile_run()",
+        w + f'ERROR 12-02 10:40:27 [multiproc_executor.py:527]   File "{VL}/v1/worker/gpu_model_runner.py", line 2210, in profile_run',
+        w + "ERROR 12-02 10:40:27 [multiproc_executor.py:527]     hidden_states = self._dummy_run(self.max_num_tokens)",
+        w + "ERROR 12-02 10:40:27 [multiproc_executor.py:527] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 1 has a total capacity of 79.19 GiB of which 1.02 GiB is free.",
+    ]
+    records = [(20.0, ["INFO 12-02 10:40:20 [core.py:61] Initializing a V1 LLM engine (v0.9.1) with config: model='meta-llama/Llama-3.1-70B', tensor_parallel_size=2"]),
+               (24.5, [w + "INFO 12-02 10:40:24 [gpu_model_runner.py:1595] Model loading took 65.9 GiB and 40.2 seconds"])]
+    records += [(27.1 + 0.001 * i, [l]) for i, l in enumerate(tb)]
+    records += [
+        (27.9, ["ERROR 12-02 10:40:27 [core.py:586] EngineCore failed to start.",
+                "Traceback (most recent call last):",
+                f'  File "{VL}/v1/executor/multiproc_executor.py", line 241, in collective_rpc',
+                "    raise RuntimeError(\"Worker failed with error 'CUDA out of memory', please check the stack trace above for the root cause\")",
+                "RuntimeError: Worker failed with error 'CUDA out of memory', please check the stack trace above for the root cause"]),
+        (28.4, ["ERROR 12-02 10:40:28 [multiproc_executor.py:140] Worker proc VllmWorker-0 died unexpectedly, shutting down executor."]),
+        (31.0, ["Killed"]),
+    ]
+    write("reversed_records_killed", "\n".join(newest_first(records, gcp_stamp)) + "\n", {
+        "found": True, "type": "torch.OutOfMemoryError", "message_contains": "Tried to allocate 3.50 GiB",
+        "signature": "cuda_oom", "function": "profile_run", "reversed": True,
+        "process": "VllmWorker rank=1 pid=412", "rank": 1, "min_consequences": 1})
+
+
+def reversed_interleaved_ranks():
+    # torchrun ranks writing to one stream, exported newest first with ISO
+    # stamps: rank 2 fails a lookup, ranks 0, 1 and 3 time out in the next
+    # collective, the agent reports a ChildFailedError in one multi-line record.
+    records = []
+    for r in range(4):
+        records.append((20.0 + 0.01 * r, [f"[rank{r}]: INFO loading shard {r}/4"]))
+    rank2 = [
+        "[rank2]: Traceback (most recent call last):",
+        '[rank2]:   File "/srv/llm/serve_tp.py", line 210, in <module>',
+        "[rank2]:     engine = build_engine(args)",
+        '[rank2]:   File "/srv/llm/moe/config.py", line 57, in expert_tile_config',
+        "[rank2]:     return TUNED[(n_experts, device_name)]",
+        "[rank2]: KeyError: (64, 'NVIDIA H20')",
+    ]
+    records += [(27.0 + 0.001 * i, [l]) for i, l in enumerate(rank2)]
+    for r in (0, 1, 3):
+        base = 57.0 + 0.1 * r
+        lines = [
+            f"[rank{r}]: Traceback (most recent call last):",
+            f'[rank{r}]:   File "/srv/llm/tp.py", line 90, in all_reduce',
+            f"[rank{r}]:     dist.all_reduce(x, group=group)",
+            f"[rank{r}]: torch.distributed.DistBackendError: [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=14, OpType=ALLREDUCE) ran for 30000 milliseconds before timing out.",
+        ]
+        records += [(base + 0.001 * i, [l]) for i, l in enumerate(lines)]
+    records.append((60.5, [
+        "E1202 10:41:00.500000 140 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1) local_rank: 2 (pid: 5123) of binary: /usr/bin/python3",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/torchrun", line 8, in <module>',
+        "    sys.exit(main())",
+        '  File "/usr/local/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 263, in launch_agent',
+        "    raise ChildFailedError(",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "serve_tp.py FAILED",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  rank      : 2 (local_rank: 2)",
+        "  exitcode  : 1 (pid: 5123)",
+        "============================================================"]))
+    write("reversed_interleaved_ranks", "\n".join(newest_first(records, iso_stamp)) + "\n", {
+        "found": True, "type": "KeyError", "message_contains": "NVIDIA H20", "process": "rank2",
+        "rank": 2, "function": "expert_tile_config", "reversed": True, "min_consequences": 3})
+
+
+def reversed_sglang_multiline_record():
+    # SGLang's scheduler exception logged as one multi-line record (the
+    # collector keeps continuation lines with their record) among one-line
+    # records, exported newest first: the record reads top to bottom, the
+    # records bottom to top.
+    records = [
+        (20.0, ["[2026-12-02 10:40:20 TP0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=51.20 GB"]),
+        (20.5, ["[2026-12-02 10:40:20 TP1] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=51.18 GB"]),
+        (27.0, ["[2026-12-02 10:40:27 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+                f'  File "{SG}/managers/scheduler.py", line 2301, in run_scheduler_process',
+                "    scheduler.event_loop_overlap()",
+                f'  File "{SG}/model_executor/cuda_graph_runner.py", line 388, in capture',
+                "    self.capture_one_batch_size(bs, forward)",
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.25 GiB. GPU 1 has a total capacity of 79.10 GiB of which 612.00 MiB is free."]),
+        (27.5, ["[2026-12-02 10:40:27] Received sigquit from a child process. It usually means the child failed."]),
+        (28.0, ["Killed"]),
+    ]
+    write("reversed_sglang_multiline_record", "\n".join(newest_first(records, gcp_stamp)) + "\n", {
+        "found": True, "type": "torch.OutOfMemoryError", "message_contains": "1.25 GiB",
+        "process": "TP1", "rank": 1, "signature": "cuda_oom", "function": "capture"})
+
+
+def reversed_truncated_export():
+    # A newest-first export cut at the console's row limit: the oldest records,
+    # among them the traceback's header and outer frames, are missing.
+    lines = [
+        '[rank0]:   File "/srv/llm/kernels/attn.py", line 77, in paged_attention',
+        "[rank0]:     _kernel[grid](q, k, v, out)",
+        "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered",
+        "[rank0]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+        "[rank0]: For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+        "E1202 10:40:40.000000 140 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -6) local_rank: 0 (pid: 733) of binary: /usr/bin/python3",
+    ]
+    records = [(30.0 + 0.001 * i, [l]) for i, l in enumerate(lines)]
+    write("reversed_truncated_export", "\n".join(newest_first(records, iso_stamp)) + "\n", {
+        "found": True, "message_contains": "illegal memory access", "rank": 0})
+
+
+def healthy_reversed_noisy():
+    # A healthy server's log exported newest first: many words that name
+    # errors, no error-level record and no traceback.
+    records = [
+        (20.0, ["INFO 12-02 10:40:20 [api_server.py:1043] vLLM API server version 0.9.1"]),
+        (21.0, ["INFO 12-02 10:40:21 [config.py:1604] Using max model len 8192; errors='ignore' for the tokenizer"]),
+        (22.0, ["INFO 12-02 10:40:22 [launcher.py:29] Available routes are: /health, /v1/completions, /metrics (errors_total, request_failure_count)"]),
+        (30.0, ["INFO 12-02 10:40:30 [loggers.py:118] Engine 000: Avg prompt throughput: 812.0 tokens/s, Avg generation throughput: 95.2 tokens/s, Running: 3 reqs, Waiting: 0 reqs, Errored: 0, Killed: 0"]),
+        (31.0, ["INFO:     10.0.0.7:51234 - \"POST /v1/completions HTTP/1.1\" 200 OK"]),
+        (32.0, ["INFO 12-02 10:40:32 [metrics.py:455] timeout_count=0 oom_count=0 exception_count=0 nan_count=0"]),
+        (33.0, ["INFO:     10.0.0.7:51240 - \"GET /health HTTP/1.1\" 200 OK"]),
+        (34.0, ["INFO 12-02 10:40:34 [engine.py:300] Traceback capture enabled for slow requests (none so far)"]),
+    ]
+    write("healthy_reversed_noisy", "\n".join(newest_first(records, gcp_stamp)) + "\n", {"found": False})
+
+
+def torchrun_childfailed_forward():
+    # Forward order: rank 1's own exception, then the launcher's
+    # ChildFailedError summary (a consequence) and its traceback.
+    lines = [
+        "W1202 10:40:10.000000 140 torch/distributed/run.py:766] Setting OMP_NUM_THREADS environment variable for each process to be 1",
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "/srv/llm/serve_tp.py", line 120, in <module>',
+        "[rank1]:     main()",
+        '[rank1]:   File "/srv/llm/weights.py", line 64, in shard_weights',
+        "[rank1]:     raise ValueError(f\"hidden size {h} is not divisible by tp {tp}\")",
+        "[rank1]: ValueError: hidden size 5120 is not divisible by tp 3",
+        "W1202 10:40:21.000000 140 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 5120 closing signal SIGTERM",
+        "E1202 10:40:21.500000 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 1 (pid: 5121) of binary: /usr/bin/python3",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/torchrun", line 8, in <module>',
+        "    sys.exit(main())",
+        '  File "/usr/local/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 263, in launch_agent',
+        "    raise ChildFailedError(",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "serve_tp.py FAILED",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2026-12-02_10:40:21",
+        "  rank      : 1 (local_rank: 1)",
+        "  exitcode  : 1 (pid: 5121)",
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        "============================================================",
+    ]
+    write("torchrun_childfailed_forward", "\n".join(lines) + "\n", {
+        "found": True, "type": "ValueError", "message_contains": "not divisible by tp 3",
+        "process": "rank1", "rank": 1, "function": "shard_weights", "min_consequences": 1})
+
+
+def healthy_cri_noisy():
+    # A healthy pod log (Kubernetes CRI prefixes) whose lines name errors,
+    # failures, timeouts and kills without any error-level record or traceback.
+    ts = "2026-12-02T10:40:%02d.%06dZ stderr F "
+    body = [
+        "INFO 12-02 10:40:01 [__init__.py:239] Automatically detected platform cuda.",
+        "NCCL INFO NET/IB : No device found; using NET/Socket (fallback after init error is expected on this node)",
+        "WARNING 12-02 10:40:05 [config.py:3211] Casting torch.bfloat16 to torch.float16; an error in precision of 1e-3 is expected",
+        "INFO 12-02 10:40:09 [gpu_worker.py:227] Available KV cache memory: 31.2 GiB (no OOM risk at this batch size)",
+        "WARNING 12-02 10:40:12 [scheduler.py:1200] Request cmpl-7 timed out in queue after 30 s; retrying (attempt 2/3)",
+        "INFO 12-02 10:40:15 [loggers.py:118] Engine 000: Running: 2 reqs, Waiting: 0 reqs, Errored: 0, Killed: 0, Exception: none",
+        "INFO:     10.0.0.9:40210 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK",
+        "INFO 12-02 10:40:20 [launcher.py:80] Shutting down FastAPI HTTP server (SIGTERM received; graceful, 0 failed requests).",
+    ]
+    lines = [ts % (i * 2 + 1, i * 1000) + b for i, b in enumerate(body)]
+    write("healthy_cri_noisy", "\n".join(lines) + "\n", {"found": False})
+
+
+def reversed_cloudwatch_csv():
+    # A CloudWatch Logs Insights CSV export (@timestamp,@message), newest
+    # first, one record per stderr line; messages with commas or quotes are
+    # quoted with doubled quotes. Rank 1 hits an NCCL error while rank 0's
+    # collective then times out.
+    import csv
+    import io
+    rank1 = [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "/srv/llm/serve_tp.py", line 210, in <module>',
+        "[rank1]:     engine.warmup()",
+        '[rank1]:   File "/srv/llm/comm.py", line 41, in init_nccl',
+        "[rank1]:     self.comm = PyNcclCommunicator(group, device=dev)",
+        "[rank1]: RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+    ]
+    rows = [(20.0, "[rank0]: INFO NCCL_P2P_LEVEL=NVL, 2 ranks"), (20.1, "[rank1]: INFO NCCL_P2P_LEVEL=NVL, 2 ranks")]
+    rows += [(27.0 + 0.001 * i, l) for i, l in enumerate(rank1)]
+    rank0 = [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/srv/llm/tp.py", line 90, in all_reduce',
+        "[rank0]:     dist.all_reduce(x, group=group)",
+        "[rank0]: torch.distributed.DistBackendError: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+    ]
+    rows += [(47.0 + 0.001 * i, l) for i, l in enumerate(rank0)]
+    rows.append((50.0, "Killed"))
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["@timestamp", "@message"])
+    for t, msg in sorted(rows, key=lambda r: -r[0]):
+        w.writerow(["2026-12-02 10:%02d:%06.3f" % (40 + int(t) // 60, t % 60), msg])
+    write("reversed_cloudwatch_csv", out.getvalue(), {
+        "found": True, "type": "RuntimeError", "message_contains": "unhandled cuda error",
+        "process": "rank1", "rank": 1, "function": "init_nccl", "reversed": True,
+        "min_consequences": 1})
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     for fn in [keyerror12_story, keyerror_120a_vllm, no_kernel_image_torchrun, cuda_oom_ray,
                nccl_watchdog_timeout, address_in_use_compose, weights_size_mismatch,
                oom_killer_signal9, chained_during_handling, chained_direct_cause, reversed_order,
                container_sglang_multiline, vllm_error_stamps, truncated_traceback, no_error, healthy_noisy_words,
-               empty, binary_garbage, binary_then_error, long_lines, specd_text, specd_json]:
+               empty, binary_garbage, binary_then_error, long_lines, specd_text, specd_json,
+               reversed_records_killed, reversed_interleaved_ranks,
+               reversed_sglang_multiline_record, reversed_truncated_export,
+               healthy_reversed_noisy, torchrun_childfailed_forward, healthy_cri_noisy,
+               reversed_cloudwatch_csv]:
         fn()
