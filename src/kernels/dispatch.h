@@ -61,14 +61,14 @@ void SetStreamDecode(bool on);
 int StreamPrefetchBytes();
 void SetStreamPrefetchBytes(int bytes);
 
-// Batch-invariant mode (default off; SPECD_DETERMINISTIC=1 or --deterministic
-// turns it on): a token's matmul outputs are bitwise the same whether it is
-// multiplied alone or inside a batch of any size at any offset (Q4_BF16
-// matmuls are so in either mode). Q8_0/Q4_0
-// matmuls of several tokens then run on the one-token kernels (each token's
-// sums in the one-token order; slower prefill and verify) and BF16 skips the
-// AMX tiles. The float row kernels, attention and RMSNorm are batch-invariant
-// in either mode. Decode (one token) is unchanged.
+// Batch invariance: a token's matmul outputs are bitwise the same whether it
+// is multiplied alone or inside a batch of any size at any offset. Q8_0, Q4_0
+// (every kernel sums in one order, cpu/quant_kernels.h), Q4_BF16, F32 and F16
+// matmuls, attention and RMSNorm are so in every mode, and so is BF16 on
+// AVX512-BF16 and Highway. Batch-invariant mode (default off;
+// SPECD_DETERMINISTIC=1 or --deterministic turns it on) additionally keeps
+// BF16 matmuls of several tokens off the AMX-BF16 tiles, which sum in another
+// order than the one-token kernel.
 bool BatchInvariantEnabled();
 void SetBatchInvariant(bool on);
 

@@ -4,6 +4,10 @@
 // Q4_BF16 keeps f32 activations (W4A16) and has its own kernels
 // (cpu/int4_kernels.h).
 //
+// Q8_0/Q4_0: every kernel sums a token's block terms in one order
+// (cpu/quant_kernels.h), so the kernel a token count selects never changes a
+// bit of the output (batch invariance in every mode).
+//
 // Decode (n_tokens = 1) is memory-bound: each thread streams a contiguous
 // range of weight rows once. Verify / prefill (n_tokens > 1) reuse every
 // weight row from L1 for all tokens in tiles of 4 or 16 tokens, so extra
@@ -43,12 +47,12 @@ struct ActScratch {
   std::vector<int8_t> tiled_qs;
   std::vector<int32_t> tiled_corr;
   std::vector<float> tiled_d;
+  std::vector<int32_t> tiled_order;
   std::vector<int8_t> quad_qs;
   std::vector<int32_t> quad_corr;
   std::vector<float> quad_d;
   std::vector<int32_t> gemv_corr;
   std::vector<int8_t> stream_qs;
-  std::vector<float> stream_d;
 };
 
 ActScratch& Scratch() {
@@ -139,91 +143,30 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   acts.corr = corr_offset != 0 ? s.corr.data() : nullptr;
   // Stream decode (one token): the kernels read one row at a time, one
   // stream per thread, and prefetch along the row if at all (stream_prefetch);
-  // every other call prefetches the rows 4 rows further down.
-  const bool invariant = BatchInvariant();
+  // every other call prefetches the rows 4 rows further down. Every kernel
+  // below sums in the one order of cpu/quant_kernels.h, so which one runs
+  // does not change any output bit.
   const bool q4_gemv = q4 && table->q4_0_gemv != nullptr && acts.corr != nullptr;
-  // Batch-invariant mode: Q4_0 of any token count takes the one-token kernel
-  // family (stream or 4-row, as decode does), so the same layout as decode.
-  const bool stream = (n_tokens == 1 || (invariant && q4_gemv)) &&
-                      g_stream.load(std::memory_order_relaxed);
+  const bool stream = n_tokens == 1 && g_stream.load(std::memory_order_relaxed);
   acts.stream_prefetch = stream ? g_stream_prefetch.load(std::memory_order_relaxed) : 0;
   acts.prefetch_rows = g_prefetch.load(std::memory_order_relaxed) && !stream ? 4 : 0;
   cpu::QuantRowsFn fn = q4 ? table->q4_0 : table->q8_0;
   // Q4_0 up to 4 tokens (decode, small verify passes): 4 rows per vector,
   // each block unpacked once for every token.
-  if (q4_gemv && (n_tokens <= cpu::kGemvMaxTokens || invariant)) {
+  if (q4_gemv && n_tokens <= cpu::kGemvMaxTokens) {
     cpu::GemvActs g;
     table->build_gemv_acts(acts, &s.gemv_corr, &g);
     cpu::QuantGemvFn gemv = table->q4_0_gemv;
     // One token: the row-stream kernel. 2-4 tokens stay on the 4-row kernel,
     // which shares the scale work among the tokens and so beats the
-    // row-stream kernel there (docs/performance.md, "Stream decode"). The
-    // 4-row kernel adds a token's partial sums in another order than the
-    // row-stream one, so batch-invariant mode keeps every token count on the
-    // kernel decode uses.
+    // row-stream kernel there (docs/performance.md, "Stream decode").
     if (stream && table->q4_0_stream != nullptr) {
-      table->build_stream_lanes(acts, &s.stream_qs, &s.stream_d, &g);
+      table->build_stream_lanes(acts, &s.stream_qs, &g);
       g.stream_prefetch = acts.stream_prefetch;
       gemv = table->q4_0_stream;
     }
-    if (n_tokens <= cpu::kGemvMaxTokens) {
-      RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
-        gemv(w.row(row_begin + r0), w.row_bytes(), r1 - r0, g, acts, y + r0, n_out);
-      });
-      return;
-    }
-    // More tokens (batch-invariant mode only): chunks of kGemvMaxTokens tokens
-    // over blocks of kChunkRows rows, so each block is read from memory once
-    // and from cache for the other chunks. Each token's sums are those of the
-    // same kernel with one token (the kernels loop over tokens innermost).
-    constexpr int64_t kChunkRows = 16;
     RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
-      for (int64_t rb = r0; rb < r1; rb += kChunkRows) {
-        const int64_t nr = std::min(kChunkRows, r1 - rb);
-        for (int t0 = 0; t0 < n_tokens; t0 += cpu::kGemvMaxTokens) {
-          const int nt = std::min(cpu::kGemvMaxTokens, n_tokens - t0);
-          cpu::GemvActs gc = g;
-          gc.n_tokens = nt;
-          gc.qs += t0 * k;
-          gc.corr += t0 * nb * 4;
-          gc.d += t0 * nb;
-          if (gc.qs_lanes != nullptr) gc.qs_lanes += t0 * (nb / 4) * 128;
-          if (gc.d_lanes != nullptr) gc.d_lanes += t0 * (nb / 4) * 16;
-          cpu::QuantizedActs ac = acts;
-          ac.n_tokens = nt;
-          ac.qs += t0 * k;
-          ac.d += t0 * nb;
-          ac.corr += t0 * nb * 8;
-          gemv(w.row(row_begin + rb), w.row_bytes(), nr, gc, ac, y + t0 * n_out + rb, n_out);
-        }
-      }
-    });
-    return;
-  }
-  // Batch-invariant mode: every other Q8_0/Q4_0 matmul on the row kernel,
-  // which gives each token the one-token sums (the quad, token-lane and AMX
-  // kernels add a block's partial sums in other orders). Many tokens: chunks
-  // of kRowChunkTokens over blocks of kChunkRows rows, so a chunk's
-  // activations stay in L1 while the block's rows come from L2.
-  if (invariant) {
-    constexpr int64_t kChunkRows = 16;
-    constexpr int kRowChunkTokens = 4;
-    RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
-      if (n_tokens <= kRowChunkTokens) {
-        fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, acts, y + r0, n_out);
-        return;
-      }
-      for (int64_t rb = r0; rb < r1; rb += kChunkRows) {
-        const int64_t nr = std::min(kChunkRows, r1 - rb);
-        for (int t0 = 0; t0 < n_tokens; t0 += kRowChunkTokens) {
-          cpu::QuantizedActs ac = acts;
-          ac.n_tokens = std::min(kRowChunkTokens, n_tokens - t0);
-          ac.qs += t0 * k;
-          ac.d += t0 * nb;
-          if (ac.corr != nullptr) ac.corr += t0 * nb * 8;
-          fn(w.row(row_begin + rb), w.row_bytes(), nr, ac, y + t0 * n_out + rb, n_out);
-        }
-      }
+      gemv(w.row(row_begin + r0), w.row_bytes(), r1 - r0, g, acts, y + r0, n_out);
     });
     return;
   }
@@ -248,7 +191,8 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
       n_tokens >= (q4 ? amx->q4_0_min_tokens : amx->q8_0_min_tokens)) {
     const int n_tiles = (n_tokens + cpu::kTileTokens - 1) / cpu::kTileTokens;
     cpu::TiledActs tiled;
-    cpu::BuildTiledActs(acts, 0, n_tiles, &s.tiled_qs, &s.tiled_corr, &s.tiled_d, &tiled);
+    cpu::BuildTiledActs(acts, 0, n_tiles, &s.tiled_qs, &s.tiled_corr, &s.tiled_d, &s.tiled_order,
+                        &tiled);
     cpu::QuantTiledRowsFn amx_fn = q4 ? amx->q4_0 : amx->q8_0;
     RunRows(
         n_out, k * n_tokens, pool,
@@ -269,7 +213,8 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
     const int rem = n_tokens % cpu::kTileTokens;
     n_tiled = rem >= table->tiled_min_tokens ? n_tokens : n_tokens - rem;
     const int n_tiles = (n_tiled + cpu::kTileTokens - 1) / cpu::kTileTokens;
-    cpu::BuildTiledActs(acts, 0, n_tiles, &s.tiled_qs, &s.tiled_corr, &s.tiled_d, &tiled);
+    cpu::BuildTiledActs(acts, 0, n_tiles, &s.tiled_qs, &s.tiled_corr, &s.tiled_d, &s.tiled_order,
+                        &tiled);
   }
   // The rest: through the quad kernel when there are enough tokens for it,
   // else through the row kernel.
@@ -325,7 +270,7 @@ void Bf16MatMulAvx512(const TensorView& w, int64_t row_begin, int64_t n_out, con
     cpu::ConvertToBF16Avx512(x + t * k, k, ldx, s.bf16.data() + t * ldx);
   }
   // Not in batch-invariant mode: the tile kernel sums in another order than
-  // the row tile below.
+  // the row tile below (four chains by k-chunk mod 4 against two).
   if (n_tokens >= kAmxBf16MinTokens && k % 32 == 0 && AmxActive() && GetCpuFeatures().amx_bf16 &&
       cpu::HaveBf16Amx() && !BatchInvariant()) {
     cpu::Bf16TiledActs tiled;

@@ -296,19 +296,12 @@ void CheckBatchInvariance(DType dtype, ThreadPool* pool = nullptr) {
   }
 }
 
-// Batch-invariant mode on every path and decode layout. The scalar, AVX2 and
-// AVX-VNNI paths have no multi-token kernels, so they are batch-invariant in
-// the default mode too.
+// Every path (AMX tiles included) and decode layout, in the default mode and
+// with --deterministic: all Q8_0/Q4_0 kernels share one summation order, so
+// the flag changes nothing for them.
 TEST_P(QuantMatMulTest, BatchedEqualsOneTokenBitwise) {
-  if (GetParam().amx) {
-    // Batch-invariant mode does not use the tiles; the default mode's tile
-    // kernels sum in another order than the one-token kernel.
-    GTEST_SKIP() << "AMX tile kernels are not batch-invariant (off in batch-invariant mode)";
-  }
   ThreadPool pool(3);
-  const bool has_multi_token = GetParam().isa == QuantDotIsa::kAvx512Vnni;
-  for (bool invariant : {true, false}) {
-    if (!invariant && has_multi_token) continue;
+  for (bool invariant : {false, true}) {
     SCOPED_TRACE(invariant ? "batch-invariant mode" : "default mode");
     SetBatchInvariant(invariant);
     for (int mode : {0, 1, 2}) {
@@ -320,6 +313,60 @@ TEST_P(QuantMatMulTest, BatchedEqualsOneTokenBitwise) {
   }
   SetDecodeMode(0);
   SetBatchInvariant(false);
+}
+
+// The written-out summation order against the f64 quantized reference (same
+// integer dots, f64 sums): they may differ by f32 rounding only.
+TEST(QuantOrderReferenceTest, MatchesF64QuantizedReference) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0}) {
+    for (int64_t cols : {32, 608, 2048}) {
+      const int64_t rows = 9;
+      const int n_tokens = 3;
+      Weights w = MakeWeights(dtype, rows, cols, static_cast<uint32_t>(cols));
+      std::vector<float> x = MakeActs(n_tokens, cols, 5);
+      std::vector<float> y_ord(n_tokens * rows), y_q(n_tokens * rows);
+      ref::MatMulQuantizedActsInOrder(w.view, 0, rows, x.data(), n_tokens, y_ord.data());
+      ref::MatMulQuantizedActs(w.view, 0, rows, x.data(), n_tokens, y_q.data());
+      for (int t = 0; t < n_tokens; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_NEAR(y_ord[t * rows + r], y_q[t * rows + r], 1e-5 * AbsDot(w, x, cols, r, t))
+              << DTypeName(dtype) << " cols=" << cols << " t=" << t << " r=" << r;
+        }
+      }
+    }
+  }
+}
+
+// The summation order itself: every path, token count (one-token, 4-row,
+// quad, 16-token, AMX pair and tile kernels with their leftover rows) and
+// decode layout equals the order written out in the scalar reference, bit
+// for bit; cols cover nb % 16 and nb % 4 tails and fewer than 16 blocks.
+TEST_P(QuantMatMulTest, EqualsSummationOrderReferenceBitwise) {
+  const DType dtype = GetParam().dtype;
+  ThreadPool pool(3);
+  for (int mode : {0, 2}) {
+    SCOPED_TRACE(kDecodeModeNames[mode]);
+    SetDecodeMode(mode);
+    for (int64_t cols : {32, 96, 160, 608, 1056, 2048}) {
+      for (int64_t rows : {5, 33, 50}) {
+        Weights w = MakeWeights(dtype, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
+        for (int n_tokens : {1, 2, 3, 4, 5, 8, 9, 16, 21}) {
+          SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
+                       " n_tokens=" + std::to_string(n_tokens));
+          std::vector<float> x = MakeActs(n_tokens, cols, static_cast<uint32_t>(n_tokens * 3 + cols));
+          std::vector<float> y(n_tokens * rows), y_pool(n_tokens * rows), y_ord(n_tokens * rows);
+          MatMul(w.view, x.data(), n_tokens, y.data(), nullptr);
+          MatMul(w.view, x.data(), n_tokens, y_pool.data(), &pool);
+          ref::MatMulQuantizedActsInOrder(w.view, 0, rows, x.data(), n_tokens, y_ord.data());
+          for (size_t i = 0; i < y.size(); ++i) {
+            ASSERT_EQ(y[i], y_ord[i]) << "t=" << i / rows << " r=" << i % rows;
+            ASSERT_EQ(y_pool[i], y_ord[i]) << "t=" << i / rows << " r=" << i % rows;
+          }
+        }
+      }
+    }
+  }
+  SetDecodeMode(0);
 }
 
 TEST_P(FloatMatMulTest, BatchedEqualsOneTokenBitwiseOnEveryTarget) {

@@ -14,9 +14,10 @@
 // pair layout copies two blocks per row side by side); Q4_0 rows are unpacked
 // to signed bytes (nibble - 8) into a small buffer first.
 //
-// Results equal the quantized reference up to f32 rounding: each block's i32
-// dot is exact; only the order in which the f32 block terms are added differs
-// (in order in the 16-token layout, even and odd blocks apart in the pair one).
+// Each block's i32 dot is exact and the f32 block terms are added in the
+// summation order of quant_kernels.h (the blocks lane by lane, one store of
+// the accumulators per lane pass), so results equal the one-token kernels'
+// bit for bit.
 #include <cstring>
 #include <vector>
 
@@ -26,6 +27,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "kernels/cpu/avx512_common.h"
 
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -38,6 +41,7 @@ namespace {
                         "f16c")))
 
 constexpr int kAmxRows = 16;
+static_assert(kSumLanes == 2, "pair layout: C column halves are the even and odd summation lanes");
 
 AmxTileConfig MakeConfig() {
   AmxTileConfig c;
@@ -171,6 +175,10 @@ struct AmxScratch {
   int8_t* a = nullptr;    // unpacked Q4_0 blocks: (slots, 16 rows, 32)
   float* dw = nullptr;    // (slots, 16 rows) f32 scales
   int32_t* c = nullptr;   // 4 x (16 x 16) i32 tile results
+  std::vector<float> lanes_store;
+  std::vector<int32_t> pos_store;
+  float* lanes = nullptr;  // (kSumLanes, 16 rows, 16 columns) summation lanes
+  int32_t* pos = nullptr;  // (slots): the lane-order position of each block
   template <typename T>
   static T* Aligned(std::vector<T>* v, size_t n) {
     if (v->size() < n + 64) v->resize(n + 64);
@@ -181,7 +189,11 @@ struct AmxScratch {
     a = Aligned(&a_store, static_cast<size_t>(slots * kAmxRows * 32));
     dw = Aligned(&dw_store, static_cast<size_t>(slots * kAmxRows));  // 64-aligned per 16
     c = Aligned(&c_store, 1024);
+    lanes = Aligned(&lanes_store, kSumLanes * kAmxRows * 16);
+    if (pos_store.size() < static_cast<size_t>(slots)) pos_store.resize(slots);
+    pos = pos_store.data();
   }
+
 };
 
 AmxScratch& Scratch() {
@@ -203,17 +215,23 @@ SPECD_AMX_TARGET void Group(const uint8_t* wg, size_t row_bytes, const TiledActs
   constexpr bool kQ4 = sizeof(Block) == sizeof(BlockQ4_0);
   const int64_t nb = acts.nb;
   const bool stream = acts.n_tiles == 1;
-  const int64_t slot_mask = stream ? 3 : ~int64_t{0};
+  const int32_t* order = acts.order;
   const __m512i row_offsets = _mm512_mullo_epi32(
       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
       _mm512_set1_epi32(static_cast<int>(row_bytes)));
-  auto prepare = [&](int64_t b) SPECD_AMX_TARGET {
-    const int64_t slot = b & slot_mask;
+  // Block b's unpacked rows and scales go to slot `slot`.
+  auto prepare = [&](int64_t b, int64_t slot) SPECD_AMX_TARGET {
     BlockScales<Block>(wg, row_offsets, b, s.dw + slot * kAmxRows);
     if constexpr (kQ4) UnpackQ4Block(wg, row_bytes, b, s.a + slot * kAmxRows * 32);
   };
+  // The block at position i of the lane order (TiledActs) goes to slot i % 4
+  // when streaming, else to slot i.
+  auto slot_of = [&](int64_t i) { return stream ? (i & 3) : i; };
   if (!stream) {
-    for (int64_t b = 0; b < nb; ++b) prepare(b);
+    // The rows front to back (block b to its lane-order position), so the
+    // weights stream from memory in address order.
+    for (int64_t i = 0; i < nb; ++i) s.pos[order[i]] = static_cast<int32_t>(i);
+    for (int64_t b = 0; b < nb; ++b) prepare(b, s.pos[b]);
   }
   CompilerBarrier();
   const uint8_t* next = wg + kAmxRows * row_bytes;
@@ -221,10 +239,19 @@ SPECD_AMX_TARGET void Group(const uint8_t* wg, size_t row_bytes, const TiledActs
     const int8_t* bq = acts.qs + tile * nb * 512;
     const float* ad = acts.d + tile * nb * 16;
     const bool prefetch = prefetch_next && tile == 0;
+    // Summation lanes (quant_kernels.h): the blocks go in the lane order l,
+    // l + kSumLanes, ... for each lane l; acc holds lane l's pass and is
+    // stored to s.lanes[l] (16 rows x 16 tokens) when it ends. Lanes without
+    // blocks stay 0.
     __m512 acc[kAmxRows];
     #pragma GCC unroll 16
     for (int r = 0; r < kAmxRows; ++r) acc[r] = _mm512_setzero_ps();
-    auto issue = [&](int64_t b) SPECD_AMX_TARGET {
+    for (int64_t l = nb; l < kSumLanes; ++l) {
+      #pragma GCC unroll 16
+      for (int r = 0; r < kAmxRows; ++r) _mm512_store_ps(s.lanes + (l * kAmxRows + r) * 16, acc[r]);
+    }
+    auto issue = [&](int64_t i) SPECD_AMX_TARGET {
+      const int64_t b = order[i];
       if (prefetch) {
         #pragma GCC unroll 16
         for (int r = 0; r < kAmxRows; ++r) {
@@ -233,35 +260,47 @@ SPECD_AMX_TARGET void Group(const uint8_t* wg, size_t row_bytes, const TiledActs
         }
       }
       if (stream) {
-        prepare(b);
+        prepare(b, i & 3);
         CompilerBarrier();
       }
       const int8_t* a;
       int64_t a_stride;
       if constexpr (kQ4) {
-        a = s.a + (b & slot_mask) * kAmxRows * 32;
+        a = s.a + slot_of(i) * kAmxRows * 32;
         a_stride = 32;
       } else {
         a = reinterpret_cast<const int8_t*>(wg + b * sizeof(BlockQ8_0) + 2);
         a_stride = static_cast<int64_t>(row_bytes);
       }
-      IssueSlot(b, a, a_stride, bq + b * 512);
+      IssueSlot(i, a, a_stride, bq + i * 512);
     };
     constexpr int64_t kLead = 3;
-    for (int64_t b = 0; b < kLead && b < nb; ++b) issue(b);
-    for (int64_t b = 0; b < nb; ++b) {
-      // Block b + 3 reuses block b - 1's C tile and slot, both done with.
-      if (b + kLead < nb) issue(b + kLead);
-      int32_t* buf = s.c + (b & 3) * 256;
-      StoreSlot(b, buf);
-      Scale(buf, s.dw + (b & slot_mask) * kAmxRows, ad + b * 16, acc);
+    for (int64_t i = 0; i < kLead && i < nb; ++i) issue(i);
+    for (int64_t i = 0; i < nb; ++i) {
+      // Order position i + 3 reuses position i - 1's C tile and slot, both done with.
+      if (i + kLead < nb) issue(i + kLead);
+      const int64_t b = order[i];
+      int32_t* buf = s.c + (i & 3) * 256;
+      StoreSlot(i, buf);
+      Scale(buf, s.dw + slot_of(i) * kAmxRows, ad + i * 16, acc);
+      if (b + kSumLanes >= nb) {  // the last block of lane b % kSumLanes
+        float* lane = s.lanes + (b % kSumLanes) * kAmxRows * 16;
+        #pragma GCC unroll 16
+        for (int r = 0; r < kAmxRows; ++r) {
+          _mm512_store_ps(lane + r * 16, acc[r]);
+          acc[r] = _mm512_setzero_ps();
+        }
+      }
     }
     const int t0 = tile * 16;
     const int nt = n_tokens - t0 < 16 ? n_tokens - t0 : 16;
-    // acc[r] lane t = output (t0 + t, r): transpose through memory.
+    // Row r's lane vectors (lane t: token t) through the order's tree, then
+    // transposed through memory.
     alignas(64) float tmp[kAmxRows * 16];
     #pragma GCC unroll 16
-    for (int r = 0; r < kAmxRows; ++r) _mm512_store_ps(tmp + r * 16, acc[r]);
+    for (int r = 0; r < kAmxRows; ++r) {
+      _mm512_store_ps(tmp + r * 16, SumLaneVectors(s.lanes + r * 16, kAmxRows * 16));
+    }
     for (int t = 0; t < nt; ++t) {
       float* yt = y + (t0 + t) * ldy;
       for (int r = 0; r < kAmxRows; ++r) yt[r] = tmp[r * 16 + t];
@@ -391,6 +430,9 @@ SPECD_AMX_TARGET void PairGroup(const uint8_t* wg, size_t row_bytes, const PairA
     CompilerBarrier();
     IssueSlot(q, a, 64, acts.qs + q * 1024);
   };
+  // Summation order (quant_kernels.h): C columns p * 8 + t hold token t's
+  // block 2q + p, so column half p accumulates summation lane p (even, odd
+  // blocks) in block order.
   __m512 acc[kAmxRows];
   #pragma GCC unroll 16
   for (int r = 0; r < kAmxRows; ++r) acc[r] = _mm512_setzero_ps();
@@ -402,14 +444,17 @@ SPECD_AMX_TARGET void PairGroup(const uint8_t* wg, size_t row_bytes, const PairA
     StoreSlot(q, buf);
     const float* dw = s.dw + (q & 3) * 2 * kAmxRows;
     const __m512 dav = _mm512_loadu_ps(acts.d + q * 16);
+    // A missing last block (odd nb) leaves lane 1 untouched.
+    const __mmask16 cols = 2 * q + 1 < nb ? 0xFFFF : 0x00FF;
     #pragma GCC unroll 16
     for (int r = 0; r < kAmxRows; ++r) {
       const __m512 sc = _mm512_mul_ps(
-          dav, _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(dw[r]), _mm512_set1_ps(dw[kAmxRows + r])));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(buf + r * 16)), sc, acc[r]);
+          _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(dw[r]), _mm512_set1_ps(dw[kAmxRows + r])), dav);
+      acc[r] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(buf + r * 16)), sc, acc[r],
+                                     cols);
     }
   }
-  // Lane c = p * 8 + t: token t's sum over blocks of parity p.
+  // lane 0 + lane 1: columns t and 8 + t.
   alignas(64) float tmp[kAmxRows * 16];
   #pragma GCC unroll 16
   for (int r = 0; r < kAmxRows; ++r) _mm512_store_ps(tmp + r * 16, acc[r]);
@@ -427,7 +472,7 @@ SPECD_AMX_TARGET void AmxPairRows(const uint8_t* w, size_t row_bytes, int64_t n_
   const int64_t groups = n_rows / kAmxRows;
   if (groups > 0) {
     AmxScratch& s = Scratch();
-    s.Reserve(8);  // 4 slots of 16 x 64 bytes and 2 x 16 scales
+    s.Reserve(8);  // 4 slots of 16 x 64 bytes and 2 x 16 scales; lanes
     _tile_loadconfig(&config);
     for (int64_t g = 0; g < groups; ++g) {
       PairGroup<Block>(w + g * kAmxRows * row_bytes, row_bytes, a, acts.n_tokens,

@@ -52,75 +52,78 @@ SPECD_AVX512_TARGET inline __m256i LoadOneU8(const BlockQ4_0& blk) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
-// T tokens (1..4) against one weight row, two blocks per step; two
-// accumulators per token alternate so the FMA latency chain stays hidden.
+// The f32 scales of blocks b0 .. b0 + 15 of a row (lanes past n: 0).
+template <typename Block>
+SPECD_AVX512_TARGET inline __m512 Scales16(const Block* row, int64_t b0, int n) {
+  const __m512i idx = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int>(sizeof(Block))));
+  const __mmask16 m = n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
+  const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, &row[b0].d, 1);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+}
+
+// T tokens (1..4) against one weight row in the summation order of
+// quant_kernels.h: per 16 blocks, 8 two-block dot vectors per token reduce to
+// the 16 whole-block sums, scaled by f16(dw) * da and folded into the 2
+// summation lanes (Fold16).
 // prefetch_rows > 0: prefetch the row that many rows (of row_bytes) ahead.
 template <int T, typename Block>
 SPECD_AVX512_TARGET void RowTile(const Block* row, const QuantizedActs& a, int t0, float* y,
                                  int64_t ldy, size_t row_bytes = 0, int prefetch_rows = 0) {
-  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-  __m512 acc[T][2];
+  const int64_t nb = a.nb;
+  __m128 acc[T];
   #pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
-  const int8_t* aq[T];
-  const float* ad[T];
-  const int32_t* ac[T];
-  #pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) {
-    aq[t] = a.qs + (t0 + t) * a.k;
-    ad[t] = a.d + (t0 + t) * a.nb;
-    ac[t] = a.corr + (t0 + t) * a.nb * 8;
-  }
+  for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
   const char* ahead = reinterpret_cast<const char*>(row) + prefetch_rows * row_bytes;
-  // Blocks b, b + 1 into acc[t][p]. Called with a constant p from a loop over
-  // pairs of steps: with p a loop variable GCC keeps the
-  // accumulators on the stack, an FMA from memory and a store per step.
-  auto step = [&](int64_t b, int p) SPECD_AVX512_TARGET __attribute__((always_inline)) {
-    if (prefetch_rows > 0) _mm_prefetch(ahead + b * sizeof(Block), _MM_HINT_T0);
-    __m512i wu = LoadPairU8(row + b);
-    // f16 scales of both blocks -> (dw_b, dw_b+1) in lanes 0, 1.
-    uint32_t dd = static_cast<uint32_t>(row[b].d) | (static_cast<uint32_t>(row[b + 1].d) << 16);
-    __m128 dw = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd)));
-    #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      __m512i init = _mm512_loadu_si512(ac[t] + b * 8);
-      __m512i av = _mm512_loadu_si512(aq[t] + b * 32);
-      __m512i idot = _mm512_dpbusd_epi32(init, wu, av);
-      // (da_b, da_b+1): one unaligned 8-byte load.
-      __m128 da = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ad[t] + b)));
-      __m512 s = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(dw, da)));
-      acc[t][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(idot), s, acc[t][p]);
-    }
+  // Token t's dword partials of blocks b, b + 1 (b + 1 < nb when both).
+  auto pair = [&](int64_t b, int t, bool both) SPECD_AVX512_TARGET __attribute__((always_inline)) {
+    const int32_t* ac = a.corr + ((t0 + t) * nb + b) * 8;
+    const int8_t* aq = a.qs + (t0 + t) * a.k + b * 32;
+    if (both) return _mm512_dpbusd_epi32(_mm512_loadu_si512(ac), LoadPairU8(row + b),
+                                         _mm512_loadu_si512(aq));
+    const __m256i i = _mm256_dpbusd_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ac)), LoadOneU8(row[b]),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq)));
+    return _mm512_zextsi256_si512(i);
   };
-  int64_t b = 0;
-  for (; b + 4 <= a.nb; b += 4) {
-    step(b, 0);
-    step(b + 2, 1);
-  }
-  if (b + 2 <= a.nb) {
-    step(b, 0);
-    b += 2;
-  }
-  float tail[T] = {};
-  if (b < a.nb) {  // odd number of blocks: the last one with 256-bit ops
-    __m256i wu = LoadOneU8(row[b]);
-    float dw = _cvtsh_ss(row[b].d);
+  int64_t b0 = 0;
+  for (; b0 + 16 <= nb; b0 += 16) {
+    if (prefetch_rows > 0) {
+      #pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) _mm_prefetch(ahead + (b0 + 2 * p) * sizeof(Block), _MM_HINT_T0);
+    }
+    const __m512 dw = Scales16(row, b0, 16);
     #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
-      __m256i init = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ac[t] + b * 8));
-      __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq[t] + b * 32));
-      __m256i idot = _mm256_dpbusd_epi32(init, wu, av);
-      __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(idot), _mm256_set1_ps(dw * ad[t][b]));
-      __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
-      s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-      s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
-      tail[t] = _mm_cvtss_f32(s4);
+      __m512i v[8];
+      #pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) v[p] = pair(b0 + 2 * p, t, true);
+      const __m512i s = PairSum(PairSum(PairSum(v[0], v[1]), PairSum(v[2], v[3])),
+                                PairSum(PairSum(v[4], v[5]), PairSum(v[6], v[7])));
+      const __m512 da = _mm512_loadu_ps(a.d + (t0 + t) * nb + b0);
+      acc[t] = Fold16(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, da), acc[t]);
+    }
+  }
+  if (b0 < nb) {  // the last nb % 16 blocks
+    const int n = static_cast<int>(nb - b0);
+    const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+    const __m512 dw = Scales16(row, b0, n);
+    #pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      __m512i v[8];
+      for (int p = 0; p < 8; ++p) {
+        const int64_t b = b0 + 2 * p;
+        v[p] = b < nb ? pair(b, t, b + 1 < nb) : _mm512_setzero_si512();
+      }
+      const __m512i s = PairSum(PairSum(PairSum(v[0], v[1]), PairSum(v[2], v[3])),
+                                PairSum(PairSum(v[4], v[5]), PairSum(v[6], v[7])));
+      const __m512 da = _mm512_maskz_loadu_ps(m, a.d + (t0 + t) * nb + b0);
+      acc[t] = Fold16(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, da), acc[t], n);
     }
   }
   #pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) {
-    y[(t0 + t) * ldy] = ReduceAdd512(_mm512_add_ps(acc[t][0], acc[t][1])) + tail[t];
-  }
+  for (int t = 0; t < T; ++t) y[(t0 + t) * ldy] = SumLanes2(acc[t]);
 }
 
 template <typename Block>
@@ -216,68 +219,81 @@ SPECD_AVX512_TARGET void RowScalesF32(const Block* row, int64_t nb, float* out) 
 // Token-lane kernel: R weight rows against every 16-token tile. The rows are
 // first unpacked once per row group into unsigned bytes and f32 scales; then
 // per block the 8 activation vectors are loaded once and each weight dword is
-// broadcast against them (one vpdpbusd per 4 elements x 16 tokens). Two i32
+// broadcast against them (one vpdpbusd per 4 elements x 16 tokens); the
+// blocks go in their lane order (TiledActs, quant_kernels.h). Two i32
 // accumulators per row (even / odd groups) keep enough independent vpdpbusd
 // chains in flight.
 template <int R, typename Block>
 SPECD_AVX512_TARGET void TiledRowGroup(const uint8_t* w, size_t row_bytes, const TiledActs& a,
                                        int n_tokens, float* y, int64_t ldy, uint8_t* wbuf,
-                                       float* dwb) {
+                                       float* dwb, float* dw_nat) {
   const int64_t nb = a.nb;
   const int64_t k = nb * 32;
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const Block* row = reinterpret_cast<const Block*>(w + r * row_bytes);
-    for (int64_t b = 0; b < nb; ++b) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(wbuf + r * k + b * 32), LoadOneU8(row[b]));
+    // In the blocks' lane order (TiledActs), as the loop below reads them.
+    RowScalesF32(row, nb, dw_nat);
+    for (int64_t i = 0; i < nb; ++i) {
+      const int64_t b = a.order[i];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(wbuf + r * k + i * 32), LoadOneU8(row[b]));
+      dwb[r * nb + i] = dw_nat[b];
     }
-    RowScalesF32(row, nb, dwb + r * nb);
   }
   for (int tile = 0; tile < a.n_tiles; ++tile) {
     const int8_t* aq = a.qs + tile * nb * 512;
     const int32_t* ac = a.corr + tile * nb * 16;
     const float* ad = a.d + tile * nb * 16;
-    __m512 acc[R];
-    #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     // Prefetch the next row group (see QuadRowGroup) during the first tile.
     const bool prefetch = tile == 0 && a.prefetch_rows > 0;
     NextGroupPrefetch<R, Block> pf(reinterpret_cast<const char*>(w) + a.prefetch_rows * row_bytes,
                                    row_bytes, nb);
-    for (int64_t b = 0; b < nb; ++b) {
-      if (prefetch) pf.AtBlock(b);
-      __m512i av[8];
+    // Summation lane l (quant_kernels.h): blocks l, l + kSumLanes, ...
+    // (positions i in the lane order) into acc, stored to lanes[l] when the
+    // pass ends.
+    alignas(64) float lanes[kSumLanes][R][16];
+    int64_t i = 0;
+    for (int l = 0; l < kSumLanes; ++l) {
+      __m512 acc[R];
       #pragma GCC unroll 16
-      for (int g = 0; g < 8; ++g) av[g] = _mm512_loadu_si512(aq + b * 512 + g * 64);
-      const __m512i corr = _mm512_loadu_si512(ac + b * 16);
-      __m512i i0[R], i1[R];
-      #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        i0[r] = corr;
-        i1[r] = _mm512_setzero_si512();
-      }
-      #pragma GCC unroll 16
-      for (int g = 0; g < 8; g += 2) {
+      for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+      for (int64_t b = l; b < nb; b += kSumLanes, ++i) {
+        if (prefetch) pf.AtBlock(b);
+        __m512i av[8];
+        #pragma GCC unroll 16
+        for (int g = 0; g < 8; ++g) av[g] = _mm512_loadu_si512(aq + i * 512 + g * 64);
+        const __m512i corr = _mm512_loadu_si512(ac + i * 16);
+        __m512i i0[R], i1[R];
         #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-          const int32_t* wd = reinterpret_cast<const int32_t*>(wbuf + r * k + b * 32);
-          i0[r] = _mm512_dpbusd_epi32(i0[r], _mm512_set1_epi32(wd[g]), av[g]);
-          i1[r] = _mm512_dpbusd_epi32(i1[r], _mm512_set1_epi32(wd[g + 1]), av[g + 1]);
+          i0[r] = corr;
+          i1[r] = _mm512_setzero_si512();
+        }
+        #pragma GCC unroll 16
+        for (int g = 0; g < 8; g += 2) {
+          #pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) {
+            const int32_t* wd = reinterpret_cast<const int32_t*>(wbuf + r * k + i * 32);
+            i0[r] = _mm512_dpbusd_epi32(i0[r], _mm512_set1_epi32(wd[g]), av[g]);
+            i1[r] = _mm512_dpbusd_epi32(i1[r], _mm512_set1_epi32(wd[g + 1]), av[g + 1]);
+          }
+        }
+        const __m512 dav = _mm512_loadu_ps(ad + i * 16);
+        #pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(dwb[r * nb + i]), dav);
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0[r], i1[r])), scale, acc[r]);
         }
       }
-      const __m512 dav = _mm512_loadu_ps(ad + b * 16);
       #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const __m512 scale = _mm512_mul_ps(dav, _mm512_set1_ps(dwb[r * nb + b]));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0[r], i1[r])), scale, acc[r]);
-      }
+      for (int r = 0; r < R; ++r) _mm512_store_ps(lanes[l][r], acc[r]);
     }
     const int t0 = tile * 16;
     const int nt = n_tokens - t0 < 16 ? n_tokens - t0 : 16;
     alignas(64) float tmp[16];
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      _mm512_store_ps(tmp, acc[r]);
+      _mm512_store_ps(tmp, SumLaneVectors(&lanes[0][r][0], R * 16));
       for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r] = tmp[t];
     }
   }
@@ -290,19 +306,21 @@ SPECD_AVX512_TARGET void TiledRows(const uint8_t* w, size_t row_bytes, int64_t n
   // Per-thread unpacked rows: (kRows, k) bytes, (kRows, nb) scales and sums.
   thread_local std::vector<uint8_t> wbuf_storage;
   thread_local std::vector<float> dwb;
+  thread_local std::vector<float> dw_nat;
   const size_t need = static_cast<size_t>(kRows * a.nb * 32) + 64;
   if (wbuf_storage.size() < need) wbuf_storage.resize(need);
   if (dwb.size() < static_cast<size_t>(kRows * a.nb)) dwb.resize(kRows * a.nb);
+  if (dw_nat.size() < static_cast<size_t>(a.nb + 16)) dw_nat.resize(a.nb + 16);
   uint8_t* wbuf = wbuf_storage.data();
   wbuf += (64 - reinterpret_cast<uintptr_t>(wbuf) % 64) % 64;
   int64_t r = 0;
   for (; r + kRows <= n_rows; r += kRows) {
     TiledRowGroup<kRows, Block>(w + r * row_bytes, row_bytes, a, n_tokens, y + r, ldy, wbuf,
-                                dwb.data());
+                                dwb.data(), dw_nat.data());
   }
   for (; r < n_rows; ++r) {
     TiledRowGroup<1, Block>(w + r * row_bytes, row_bytes, a, n_tokens, y + r, ldy, wbuf,
-                            dwb.data());
+                            dwb.data(), dw_nat.data());
   }
 }
 
@@ -332,75 +350,109 @@ SPECD_AVX512_TARGET inline void LoadHalvesU8(const BlockQ8_0& blk, __m512i* lo, 
       _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + 16))), x80);
 }
 
-// R weight rows against Q quads of tokens (4 Q tokens). Per block: the weight
-// half-blocks are unpacked once per row and used for every quad.
+// Four vectors of dword partials (v[j]: 4 lanes of 4 dwords each) -> lane
+// 4x + j = the sum of v[j]'s 128-bit lane x. Exact integer adds.
+SPECD_AVX512_TARGET inline __m512i InLaneSums4(const __m512i* v) {
+  const __m512i x01 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]), _mm512_unpackhi_epi32(v[0], v[1]));
+  const __m512i x23 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2], v[3]), _mm512_unpackhi_epi32(v[2], v[3]));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(x01, x23), _mm512_unpackhi_epi64(x01, x23));
+}
+
+// Folds lanes (x, j) of f * c, 4 consecutive blocks j < n (the first at an
+// even index) of 4 independent outputs x, into the 2 summation lanes (x, 0),
+// (x, 1) of acc in block order: blocks j = 0, 1, then 2, 3.
+SPECD_AVX512_TARGET inline __m512 FoldQuad(__m512 f, __m512 c, __m512 acc, int n) {
+  acc = _mm512_mask3_fmadd_ps(f, c, acc, static_cast<__mmask16>(n >= 2 ? 0x3333 : 0x1111));
+  if (n > 2) {
+    acc = _mm512_mask3_fmadd_ps(_mm512_permute_ps(f, _MM_SHUFFLE(1, 0, 3, 2)),
+                                _mm512_permute_ps(c, _MM_SHUFFLE(1, 0, 3, 2)), acc,
+                                static_cast<__mmask16>(n >= 4 ? 0x3333 : 0x1111));
+  }
+  return acc;
+}
+
+// R weight rows against Q quads of tokens (4 Q tokens) in the summation
+// order of quant_kernels.h: 4 consecutive blocks b + j side by side, reduced
+// in-lane to lane (token, j) and folded into the token's 2 summation lanes
+// (FoldQuad); the weight half-blocks are unpacked once per row and block and
+// used for every quad.
 template <int R, int Q, typename Block>
 SPECD_AVX512_TARGET void QuadRowGroup(const uint8_t* w, size_t row_bytes, const QuadActs& a,
                                       int q0, int n_tokens, float* y, int64_t ldy, float* dwb) {
   const int64_t nb = a.nb;
+  const int64_t nb4 = (nb + 3) / 4;
   (void)dwb;
   const Block* rows[R];
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const Block*>(w + r * row_bytes);
-  // The f16 scales of R rows x 4 blocks in one gather per 4 blocks, lane
-  // 4j + r = row r, block b + j: read with the blocks (a separate pass over
-  // the rows' scales before the blocks stalled on memory twice).
+  // The f16 scales of R rows x 4 blocks in one gather, lane 4r + j = row r,
+  // block b + j.
   const __m512i gidx = _mm512_add_epi32(
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3),
-                         _mm512_set1_epi32(static_cast<int>(row_bytes))),
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                         _mm512_set1_epi32(static_cast<int>(row_bytes))),
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3),
                          _mm512_set1_epi32(static_cast<int>(sizeof(Block)))));
-  constexpr __mmask16 kRowLanes = R >= 4 ? 0xFFFF : static_cast<__mmask16>(0x1111 * ((1u << R) - 1));
-  alignas(64) float dws[16];
+  constexpr __mmask16 kRowLanes = R >= 4 ? 0xFFFF : static_cast<__mmask16>((1u << (4 * R)) - 1);
+  const __m512i j4 = _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+  const int8_t* aq = a.qs + static_cast<int64_t>(q0) * nb * 128;
+  const int32_t* ac = a.corr + static_cast<int64_t>(q0) * nb * 16;
+  const float* ad = a.d + static_cast<int64_t>(q0) * nb4 * 16;
+  // Software prefetch of the next row group (a.prefetch_rows ahead) while
+  // working on this one: without it a verify pass waited on the weight stream
+  // like an unprefetched decode step.
+  NextGroupPrefetch<R, Block> pf(reinterpret_cast<const char*>(w) + a.prefetch_rows * row_bytes,
+                                 row_bytes, nb);
   __m512 acc[R][Q];
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     #pragma GCC unroll 16
     for (int q = 0; q < Q; ++q) acc[r][q] = _mm512_setzero_ps();
   }
-  const int8_t* aq = a.qs + static_cast<int64_t>(q0) * nb * 128;
-  const int32_t* ac = a.corr + static_cast<int64_t>(q0) * nb * 16;
-  const float* ad = a.d + static_cast<int64_t>(q0) * nb * 16;
-  // Software prefetch of the next row group (a.prefetch_rows ahead) while
-  // working on this one: without it a verify pass waited on the weight stream
-  // like an unprefetched decode step.
-  NextGroupPrefetch<R, Block> pf(reinterpret_cast<const char*>(w) + a.prefetch_rows * row_bytes,
-                                 row_bytes, nb);
-  for (int64_t b = 0; b < nb; ++b) {
-    if ((b & 3) == 0) {
-      const int64_t left = nb - b;
-      const __mmask16 blocks = left >= 4 ? 0xFFFF : static_cast<__mmask16>((1u << (4 * left)) - 1);
-      const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), kRowLanes & blocks,
-                                                      gidx, &rows[0][b], 1);
-      _mm512_store_ps(dws, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)));
+  for (int64_t b = 0; b < nb; b += 4) {
+    const int n = nb - b >= 4 ? 4 : static_cast<int>(nb - b);
+    const __mmask16 blocks = n == 4 ? 0xFFFF : static_cast<__mmask16>(((1u << n) - 1) * 0x1111);
+    const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), kRowLanes & blocks,
+                                                    gidx, &rows[0][b], 1);
+    const __m512 dws = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+    if (a.prefetch_rows > 0) {
+      for (int j = 0; j < n; ++j) pf.AtBlock(b + j);
     }
-    if (a.prefetch_rows > 0) pf.AtBlock(b);
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      __m512i lo, hi;
-      LoadHalvesU8(rows[r][b], &lo, &hi);
-      const __m512 dw = _mm512_set1_ps(dws[(b & 3) * 4 + r]);
+      __m512i v[Q][4];
+      #pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        if (j >= n) {
+          #pragma GCC unroll 16
+          for (int q = 0; q < Q; ++q) v[q][j] = _mm512_setzero_si512();
+          continue;
+        }
+        __m512i lo, hi;
+        LoadHalvesU8(rows[r][b + j], &lo, &hi);
+        #pragma GCC unroll 16
+        for (int q = 0; q < Q; ++q) {
+          const int64_t qb = q * nb + b + j;
+          __m512i i = _mm512_loadu_si512(ac + qb * 16);
+          i = _mm512_dpbusd_epi32(i, lo, _mm512_loadu_si512(aq + qb * 128));
+          v[q][j] = _mm512_dpbusd_epi32(i, hi, _mm512_loadu_si512(aq + qb * 128 + 64));
+        }
+      }
+      // Lane (t, j): row r's scale of block b + j.
+      const __m512 dw = _mm512_permutexvar_ps(_mm512_add_epi32(j4, _mm512_set1_epi32(4 * r)), dws);
       #pragma GCC unroll 16
       for (int q = 0; q < Q; ++q) {
-        const int64_t qb = q * nb + b;
-        __m512i i = _mm512_loadu_si512(ac + qb * 16);
-        i = _mm512_dpbusd_epi32(i, lo, _mm512_loadu_si512(aq + qb * 128));
-        i = _mm512_dpbusd_epi32(i, hi, _mm512_loadu_si512(aq + qb * 128 + 64));
-        const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(ad + qb * 16), dw);
-        acc[r][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), scale, acc[r][q]);
+        const __m512 f = _mm512_cvtepi32_ps(InLaneSums4(v[q]));
+        const __m512 sc = _mm512_mul_ps(dw, _mm512_loadu_ps(ad + (q * nb4 + b / 4) * 16));
+        acc[r][q] = FoldQuad(f, sc, acc[r][q], n);
       }
     }
   }
-  // Lane (t, j) holds token t's partial sum over dword lane j: add the 4 lanes.
   alignas(64) float tmp[16];
   #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     #pragma GCC unroll 16
     for (int q = 0; q < Q; ++q) {
-      __m512 v = acc[r][q];
-      v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
-      v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
-      _mm512_store_ps(tmp, v);
+      _mm512_store_ps(tmp, SumLanesInLane(acc[r][q]));
       const int t0 = (q0 + q) * kQuadTokens;
       for (int t = 0; t < kQuadTokens && t0 + t < n_tokens; ++t) y[(t0 + t) * ldy + r] = tmp[4 * t];
     }
@@ -447,7 +499,9 @@ SPECD_AVX512_TARGET void QuadRowsQ4(const uint8_t* w, size_t row_bytes, int64_t 
 // One-token Q4_0 kernel (see GemvActs): rows r0..r0+3, one per 128-bit lane,
 // so no dword transpose is needed, and the scales of 4 rows x 4 blocks come in
 // one gather rather than scalar packing (docs/performance.md, "One-token Q4_0
-// kernel").
+// kernel"). Summation order of quant_kernels.h: 4 consecutive blocks b + j,
+// reduced in-lane to lane (row, j), folded into the row's 2 summation lanes
+// (FoldQuad).
 template <int T>
 SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const GemvActs& g,
                                      float* y, int64_t ldy) {
@@ -459,89 +513,63 @@ SPECD_AVX512_TARGET void GemvQ4Group(const uint8_t* w, size_t row_bytes, const G
   const uint8_t* r3 = w + 3 * row_bytes;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const int rb = static_cast<int>(row_bytes);
-  // Gather element 4j + r: row r, block b + j.
+  // Gather element 4r + j: row r, block b + j.
   const __m512i gidx = _mm512_add_epi32(
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3),
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
                          _mm512_set1_epi32(rb)),
-      _mm512_setr_epi32(0, 0, 0, 0, 18, 18, 18, 18, 36, 36, 36, 36, 54, 54, 54, 54));
-  // acc[t][parity of the block]: two chains per token hide the FMA latency.
-  __m512 acc[T][2];
-  #pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
-  // scale[t]: lane j = f16(dw[row j, blk]) * da[t, blk]. The block's weights
-  // are unpacked once for all T tokens.
-  auto step = [&](int64_t blk, const __m512* scale, int parity) SPECD_AVX512_TARGET {
-    const int64_t off = blk * static_cast<int64_t>(sizeof(BlockQ4_0)) + 2;
-    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + off)));
-    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + off)), 1);
-    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r2 + off)), 2);
-    q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r3 + off)), 3);
-    const __m512i lo = _mm512_and_si512(q, m4);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-    #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      const int8_t* aq = g.qs + t * k;
-      const int32_t* ac = g.corr + t * nb * 4;
-      __m512i i = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ac + blk * 4)));
-      i = _mm512_dpbusd_epi32(i, lo, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + blk * 32))));
-      i = _mm512_dpbusd_epi32(i, hi, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + blk * 32 + 16))));
-      acc[t][parity] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), scale[t], acc[t][parity]);
-    }
-  };
+      _mm512_setr_epi32(0, 18, 36, 54, 0, 18, 36, 54, 0, 18, 36, 54, 0, 18, 36, 54));
   // Software prefetch of the next row group as one sequential stream (see
   // GroupPrefetcher): the hardware prefetcher alone left a decode step well
   // below the machine's read bandwidth (--no-prefetch, docs/performance.md).
   const bool prefetch = g.prefetch_rows > 0;
   GroupPrefetcher pf(reinterpret_cast<const char*>(w) + g.prefetch_rows * row_bytes,
                      4 * static_cast<int64_t>(row_bytes), nb / 4 > 0 ? nb / 4 : 1);
-  // Scale lanes of block j: rows 0..3 of block j, each repeated over a lane.
-  const __m512i s0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  const __m512i sj[4] = {s0, _mm512_add_epi32(s0, _mm512_set1_epi32(4)),
-                         _mm512_add_epi32(s0, _mm512_set1_epi32(8)),
-                         _mm512_add_epi32(s0, _mm512_set1_epi32(12))};
-  int64_t b = 0;
-  for (; b + 4 <= nb; b += 4) {
+  __m512 acc[T];
+  #pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b += 4) {
+    const int n = nb - b >= 4 ? 4 : static_cast<int>(nb - b);
+    const __mmask16 blocks = n == 4 ? 0xFFFF : static_cast<__mmask16>(((1u << n) - 1) * 0x1111);
     if (prefetch) pf.Step();
-    const __m512i raw = _mm512_i32gather_epi32(gidx, r0 + b * sizeof(BlockQ4_0), 1);
-    const __m512 dw16 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
-    // Lane 4j + r: f16(dw[r, b + j]) * da[t, b + j].
-    __m512 dw[T];
-    #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      dw[t] = _mm512_mul_ps(
-          dw16, _mm512_permutexvar_ps(s0, _mm512_castps128_ps512(_mm_loadu_ps(g.d + t * nb + b))));
-    }
+    const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), blocks, gidx,
+                                                    r0 + b * sizeof(BlockQ4_0), 1);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+    __m512i v[T][4];
     #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
-      __m512 sc[T];
+      if (j >= n) {
+        #pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) v[t][j] = _mm512_setzero_si512();
+        continue;
+      }
+      const int64_t off = (b + j) * static_cast<int64_t>(sizeof(BlockQ4_0)) + 2;
+      __m512i q = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + off)));
+      q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + off)), 1);
+      q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r2 + off)), 2);
+      q = _mm512_inserti32x4(q, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r3 + off)), 3);
+      const __m512i lo = _mm512_and_si512(q, m4);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
       #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) sc[t] = _mm512_permutexvar_ps(sj[j], dw[t]);
-      step(b + j, sc, j & 1);
+      for (int t = 0; t < T; ++t) {
+        const int8_t* aq = g.qs + t * k + (b + j) * 32;
+        const int32_t* ac = g.corr + (t * nb + b + j) * 4;
+        __m512i i = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ac)));
+        i = _mm512_dpbusd_epi32(i, lo, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq))));
+        v[t][j] = _mm512_dpbusd_epi32(i, hi, _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aq + 16))));
+      }
     }
-  }
-  for (; b < nb; ++b) {
-    const __m128i d4 = _mm_setr_epi16(
-        static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r0)[b].d),
-        static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r1)[b].d),
-        static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r2)[b].d),
-        static_cast<short>(reinterpret_cast<const BlockQ4_0*>(r3)[b].d), 0, 0, 0, 0);
-    const __m128 dw4 = _mm_cvtph_ps(d4);
-    __m512 sc[T];
     #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      const __m128 dw = _mm_mul_ps(dw4, _mm_set1_ps(g.d[t * nb + b]));
-      sc[t] = _mm512_permutexvar_ps(s0, _mm512_castps128_ps512(dw));
+      // Lane (r, j): f16(dw[r, b + j]) * da[t, b + j].
+      const __m512 da = _mm512_broadcast_f32x4(
+          _mm_maskz_loadu_ps(static_cast<__mmask8>((1u << n) - 1), g.d + t * nb + b));
+      acc[t] = FoldQuad(_mm512_cvtepi32_ps(InLaneSums4(v[t])), _mm512_mul_ps(dw, da), acc[t], n);
     }
-    step(b, sc, 0);
   }
-  // Lane j = row j: add its 4 dwords.
   #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
-    __m512 v = _mm512_add_ps(acc[t][0], acc[t][1]);
-    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));
-    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
     alignas(64) float tmp[16];
-    _mm512_store_ps(tmp, v);
+    _mm512_store_ps(tmp, SumLanesInLane(acc[t]));
     float* yt = y + t * ldy;
     yt[0] = tmp[0];
     yt[1] = tmp[4];

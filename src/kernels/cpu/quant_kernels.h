@@ -5,6 +5,26 @@
 // every weight block is multiplied with integer dot products and the block
 // result is scaled by f16(dw) * da in f32.
 //
+// Summation order: every kernel below (every ISA path, token count, tile
+// layout and decode layout) computes output (row r, token t) over nb blocks as
+//   s_b  = the exact integer dot of block b (|s_b| < 2^24, so float(s_b) is exact),
+//   c_b  = f16(dw_b) * da_b (one f32 multiply),
+//   lane[l], l < kSumLanes = 2 (even and odd blocks), starts at +0 and takes
+//          lane[l] = fma(float(s_b), c_b, lane[l]) for b = l, l + 2, l + 4, ... < nb
+//          in increasing order (a lane without blocks stays +0),
+//   y    = SumLanes(lane) = lane[0] + lane[1].
+// So a token's outputs are bitwise the same alone (decode), in a batch of any
+// size at any offset (prefill) or in a verify pass, and the same on every
+// path (ref::MatMulQuantizedActsInOrder spells the order out). The one-token
+// kernels reduce 16 blocks to whole-block sums and fold them into the two
+// lanes (8 chained 2-lane FMAs); kernels whose vectors hold 4 consecutive
+// blocks (quad, 4-row) reduce each block's dword partials in-lane and fold
+// pairs of blocks; the AMX pair layout holds the two lanes in its two column
+// halves; kernels whose vector lanes are tokens (16-token, AMX tiles) walk the
+// even blocks, then the odd ones, storing the accumulators between the two
+// passes. Two lanes keep those kernels' weight reads nearly in address order
+// (16 lanes, i.e. 16 strided passes, cost the AMX kernels ~25-30%).
+//
 // The x86 paths use vpdpbusd / vpmaddubsw, which multiply an UNSIGNED byte by
 // a SIGNED byte. The weight is the unsigned operand:
 //   Q4_0: the raw nibble n = w + 8 (0..15), so sum(n * a) = sum(w * a) + 8 * sum(a);
@@ -25,6 +45,9 @@
 
 namespace specd::kernels::cpu {
 
+constexpr int kSumLanes = 2;
+inline float SumLanes(const float* lane) { return lane[0] + lane[1]; }
+
 // n_tokens rows of k activations, quantized per block of 32 (see
 // ref::QuantizeActivationsQ8 for the exact rounding).
 struct QuantizedActs {
@@ -40,6 +63,17 @@ struct QuantizedActs {
   // this many bytes ahead along the row (0: off; see read_calibration.h).
   int stream_prefetch = 0;
 };
+
+// The lane order of n blocks: lane l = 0, 1, ... in turn, each lane's blocks
+// l, l + lanes, l + 2 * lanes, ... < n in increasing order; order[i] is the
+// block at position i. TiledActs stores its blocks in this order, so the
+// kernels that walk the blocks lane by lane read them front to back.
+inline void LaneOrder(int64_t n, int lanes, std::vector<int32_t>* order) {
+  order->clear();
+  for (int64_t l = 0; l < lanes; ++l) {
+    for (int64_t i = l; i < n; i += lanes) order->push_back(static_cast<int32_t>(i));
+  }
+}
 
 // Quantizes one row: x (k) -> qs (k), d (k/32) and, when corr_offset != 0,
 // corr (k/32, 8). REQUIRES: k % 32 == 0.
@@ -59,12 +93,15 @@ using QuantRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows,
 // cancels the weight offset. Padding tokens in the last tile have a = 0,
 // corr = 0 and d = 0.
 constexpr int kTileTokens = 16;
+// Blocks are stored in LaneOrder(nb, kSumLanes): position i of a tile holds
+// block order[i].
 struct TiledActs {
   int n_tiles = 0;
   int64_t nb = 0;
-  const int8_t* qs = nullptr;     // (n_tiles, nb, 8 groups, 16 tokens, 4)
-  const int32_t* corr = nullptr;  // (n_tiles, nb, 16): -offset * sum of the token's block
-  const float* d = nullptr;       // (n_tiles, nb, 16)
+  const int8_t* qs = nullptr;     // (n_tiles, nb positions, 8 groups, 16 tokens, 4)
+  const int32_t* corr = nullptr;  // (n_tiles, nb positions, 16): -offset * sum of the token's block
+  const float* d = nullptr;       // (n_tiles, nb positions, 16)
+  const int32_t* order = nullptr;  // (nb): LaneOrder(nb, kSumLanes)
   // The kernel prefetches the rows this many rows ahead while it works on a
   // row group (0: off), as QuantizedActs::prefetch_rows.
   int prefetch_rows = 0;
@@ -73,7 +110,8 @@ struct TiledActs {
 // padding; a.corr must be set) into the tiled layout. Storage is sized by the
 // callee.
 void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<int8_t>* qs,
-                    std::vector<int32_t>* corr, std::vector<float>* d, TiledActs* out);
+                    std::vector<int32_t>* corr, std::vector<float>* d,
+                    std::vector<int32_t>* order, TiledActs* out);
 using QuantTiledRowsFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows,
                                   const TiledActs& a, int n_tokens, float* y, int64_t ldy);
 
@@ -95,7 +133,9 @@ struct QuadActs {
   // groups j (half 0) and j + 4 (half 1), so its correction is
   // corr[t][j] + corr[t][j + 4] of QuantizedActs.
   const int32_t* corr = nullptr;
-  const float* d = nullptr;  // (n_quads, nb, 4 tokens, 4): d[t] in all 4 lanes
+  // (n_quads, ceil(nb / 4), 4 tokens, 4): lane 4t + j of group g is d[t] of
+  // block 4g + j (0 past nb).
+  const float* d = nullptr;
   int prefetch_rows = 0;     // as TiledActs::prefetch_rows
 };
 // Rearranges tokens [t0, a.n_tokens) of `a` into quads (a.corr must be set).
@@ -127,9 +167,6 @@ struct GemvActs {
   // 128-bit lane j of a 64-byte load pairs with block 4g + j of one weight row.
   // Blocks past the last multiple of 4 are read from `qs`.
   const int8_t* qs_lanes = nullptr;
-  // Row-stream kernel only: (n_tokens, nb / 4, 16): lane l of group g is
-  // d[4g + l / 4], the scale of the block lane l belongs to.
-  const float* d_lanes = nullptr;
   // Row-stream kernel only: prefetch this many bytes ahead along the row (0: off).
   int stream_prefetch = 0;
 };
@@ -166,7 +203,7 @@ struct QuantKernelTable {
   // sequential stream; needs GemvActs::qs_lanes from build_stream_lanes.
   QuantGemvFn q4_0_stream = nullptr;
   void (*build_stream_lanes)(const QuantizedActs& a, std::vector<int8_t>* qs,
-                             std::vector<float>* d, GemvActs* out) = nullptr;
+                             GemvActs* out) = nullptr;
 };
 
 // AMX-INT8 tile kernels (quant_amx.cc) over the TiledActs layout, for matmuls
@@ -216,8 +253,7 @@ const QuantKernelTable* GetQuantKernels(QuantDotIsa isa);
 // The AVX512-VNNI row-stream kernel (quant_stream_avx512.cc; x86 only).
 void StreamQ4(const uint8_t* w, size_t row_bytes, int64_t n_rows, const GemvActs& g,
               const QuantizedActs& a, float* y, int64_t ldy);
-void BuildStreamLanesAvx512(const QuantizedActs& a, std::vector<int8_t>* qs, std::vector<float>* d,
-                            GemvActs* out);
+void BuildStreamLanesAvx512(const QuantizedActs& a, std::vector<int8_t>* qs, GemvActs* out);
 
 const QuantKernelTable* QuantKernelsScalar();
 const QuantKernelTable* QuantKernelsAvx2();

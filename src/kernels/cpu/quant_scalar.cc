@@ -1,5 +1,6 @@
 // Portable scalar Q8_0 / Q4_0 kernels: the fallback on CPUs without AVX2 and
-// on non-x86 builds. Same math as the SIMD paths (exact integer block dots).
+// on non-x86 builds. Same math and summation order as the SIMD paths
+// (quant_kernels.h).
 #include <cmath>
 #include <cstring>
 
@@ -37,7 +38,7 @@ void RowsScalar(const uint8_t* w, size_t row_bytes, int64_t n_rows, const Quanti
     for (int t = 0; t < a.n_tokens; ++t) {
       const int8_t* aq = a.qs + t * a.k;
       const float* ad = a.d + t * a.nb;
-      float acc = 0.f;
+      float lane[kSumLanes] = {};
       for (int64_t b = 0; b < a.nb; ++b) {
         const Block& blk = blocks[b];
         if constexpr (sizeof(Block) == sizeof(BlockQ8_0)) {
@@ -51,9 +52,10 @@ void RowsScalar(const uint8_t* w, size_t row_bytes, int64_t n_rows, const Quanti
         int32_t idot = 0;
         const int8_t* ab = aq + b * kQuantBlock;
         for (int i = 0; i < kQuantBlock; ++i) idot += wq[i] * ab[i];
-        acc += F16ToF32(blk.d) * ad[b] * static_cast<float>(idot);
+        float& l = lane[b % kSumLanes];
+        l = std::fma(static_cast<float>(idot), F16ToF32(blk.d) * ad[b], l);
       }
-      y[t * ldy + r] = acc;
+      y[t * ldy + r] = SumLanes(lane);
     }
   }
 }
@@ -72,8 +74,10 @@ const QuantKernelTable* QuantKernelsScalar() {
 }
 
 void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<int8_t>* qs,
-                    std::vector<int32_t>* corr, std::vector<float>* d, TiledActs* out) {
+                    std::vector<int32_t>* corr, std::vector<float>* d,
+                    std::vector<int32_t>* order, TiledActs* out) {
   const int64_t nb = a.nb;
+  LaneOrder(nb, kSumLanes, order);
   qs->assign(static_cast<size_t>(n_tiles * nb * 8 * kTileTokens * 4), 0);
   corr->assign(static_cast<size_t>(n_tiles * nb * kTileTokens), 0);
   d->assign(static_cast<size_t>(n_tiles * nb * kTileTokens), 0.f);
@@ -82,8 +86,9 @@ void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<int
       const int t = t0 + tile * kTileTokens + lane;
       if (t >= a.n_tokens) break;
       const int8_t* src = a.qs + t * a.k;
-      for (int64_t b = 0; b < nb; ++b) {
-        const int64_t tb = tile * nb + b;
+      for (int64_t i = 0; i < nb; ++i) {
+        const int64_t b = (*order)[i];
+        const int64_t tb = tile * nb + i;
         int8_t* dst = qs->data() + tb * 8 * kTileTokens * 4 + lane * 4;
         for (int g = 0; g < 8; ++g) std::memcpy(dst + g * kTileTokens * 4, src + b * kQuantBlock + 4 * g, 4);
         int32_t c = 0;
@@ -98,6 +103,7 @@ void BuildTiledActs(const QuantizedActs& a, int t0, int n_tiles, std::vector<int
   out->qs = qs->data();
   out->corr = corr->data();
   out->d = d->data();
+  out->order = order->data();
   out->prefetch_rows = a.prefetch_rows;
 }
 
@@ -106,9 +112,10 @@ void BuildQuadActs(const QuantizedActs& a, int t0, std::vector<int8_t>* qs,
   const int64_t nb = a.nb;
   const int n = a.n_tokens - t0;
   const int n_quads = (n + kQuadTokens - 1) / kQuadTokens;
+  const int64_t nb4 = (nb + 3) / 4;
   qs->assign(static_cast<size_t>(n_quads * nb * 2 * kQuadTokens * 16), 0);
   corr->assign(static_cast<size_t>(n_quads * nb * kQuadTokens * 4), 0);
-  d->assign(static_cast<size_t>(n_quads * nb * kQuadTokens * 4), 0.f);
+  d->assign(static_cast<size_t>(n_quads * nb4 * 16), 0.f);
   for (int i = 0; i < n; ++i) {
     const int quad = i / kQuadTokens, lane = i % kQuadTokens, t = t0 + i;
     const int8_t* src = a.qs + t * a.k;
@@ -121,8 +128,8 @@ void BuildQuadActs(const QuantizedActs& a, int t0, std::vector<int8_t>* qs,
       }
       for (int j = 0; j < 4; ++j) {
         (*corr)[(qb * kQuadTokens + lane) * 4 + j] = c[b * 8 + j] + c[b * 8 + j + 4];
-        (*d)[(qb * kQuadTokens + lane) * 4 + j] = a.d[t * nb + b];
       }
+      (*d)[(quad * nb4 + b / 4) * 16 + lane * 4 + b % 4] = a.d[t * nb + b];
     }
   }
   out->n_quads = n_quads;

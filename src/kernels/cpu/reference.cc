@@ -78,6 +78,52 @@ void MatMulQuantizedActs(const TensorView& w, int64_t row_begin, int64_t row_end
   }
 }
 
+namespace {
+
+// Weight quants of block b of row r as integers, and the block's scale.
+float WeightBlock(const TensorView& w, int64_t r, int64_t b, int* wq) {
+  if (w.dtype == DType::kQ8_0) {
+    auto* blk = reinterpret_cast<const BlockQ8_0*>(w.row(r)) + b;
+    for (int i = 0; i < kQuantBlock; ++i) wq[i] = blk->qs[i];
+    return F16ToF32(blk->d);
+  }
+  auto* blk = reinterpret_cast<const BlockQ4_0*>(w.row(r)) + b;
+  for (int i = 0; i < kQuantBlock / 2; ++i) {
+    wq[i] = (blk->qs[i] & 0xF) - 8;
+    wq[i + 16] = (blk->qs[i] >> 4) - 8;
+  }
+  return F16ToF32(blk->d);
+}
+
+}  // namespace
+
+void MatMulQuantizedActsInOrder(const TensorView& w, int64_t row_begin, int64_t row_end,
+                                const float* x, int n_tokens, float* y) {
+  const int64_t k = w.cols();
+  const int64_t nb = k / kQuantBlock;
+  const int64_t n_out = row_end - row_begin;
+  std::vector<int8_t> aq(static_cast<size_t>(n_tokens * k));
+  std::vector<float> ad(static_cast<size_t>(n_tokens * nb));
+  for (int t = 0; t < n_tokens; ++t) {
+    QuantizeActivationsQ8(x + t * k, k, aq.data() + t * k, ad.data() + t * nb);
+  }
+  int wq[kQuantBlock];
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    for (int t = 0; t < n_tokens; ++t) {
+      float lane[2] = {};
+      for (int64_t b = 0; b < nb; ++b) {
+        const float dw = WeightBlock(w, r, b, wq);
+        int32_t idot = 0;
+        const int8_t* a = aq.data() + t * k + b * kQuantBlock;
+        for (int i = 0; i < kQuantBlock; ++i) idot += wq[i] * a[i];
+        const float c = dw * ad[t * nb + b];
+        lane[b % 2] = std::fma(static_cast<float>(idot), c, lane[b % 2]);
+      }
+      y[t * n_out + (r - row_begin)] = lane[0] + lane[1];
+    }
+  }
+}
+
 void RmsNorm(const float* x, const float* w, int n_tokens, int dim, float eps, float* out) {
   for (int t = 0; t < n_tokens; ++t) {
     double ss = 0;

@@ -32,6 +32,14 @@ void QuantizeActivationsQ8(const float* x, int64_t n, int8_t* qs, float* d);
 void MatMulQuantizedActs(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
                          int n_tokens, float* y);
 
+// The same exact integer block dots in the Q8_0/Q4_0 kernels' summation order
+// (cpu/quant_kernels.h), written out: c_b = f16(dw_b) * da_b in f32, lane
+// b % 2 += float(idot_b) * c_b with one rounding (fma), in block order, then
+// lane 0 + lane 1. Every quantized kernel path must equal this bit for bit.
+// REQUIRES: w.dtype is kQ8_0 or kQ4_0.
+void MatMulQuantizedActsInOrder(const TensorView& w, int64_t row_begin, int64_t row_end,
+                                const float* x, int n_tokens, float* y);
+
 void RmsNorm(const float* x, const float* w, int n_tokens, int dim, float eps, float* out);
 void Rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,
           const float* inv_freq, bool interleaved);
