@@ -28,14 +28,12 @@ void PrintCpuSection() {
               specd::kernels::ActiveFloatTarget());
   std::printf("  decode reads one weight row at a time (--no-stream-decode: 4 side by side); %s\n",
               specd::kernels::CalibrateStreamPrefetch().Summary().c_str());
-  std::printf("  batch-invariant kernels: %s\n",
+  std::printf("  batch invariance: q8_0/q4_0/q4_bf16/f32/f16 matmuls always (one summation "
+              "order for every token count); bf16: %s\n",
               specd::kernels::BatchInvariantEnabled()
-                  ? "on (SPECD_DETERMINISTIC=1 / --deterministic): Q8_0/Q4_0 matmuls of every token "
-                    "count on the one-token kernels, BF16 without AMX; prefill and verify cost "
-                    "~2.5-3x (docs/performance.md)"
-                  : "off (multi-token kernels sum in another order than decode, so a token's logits "
-                    "can differ in the last bits with the batch; --deterministic or "
-                    "SPECD_DETERMINISTIC=1 turns this on)");
+                  ? "on (SPECD_DETERMINISTIC=1 / --deterministic: no AMX-BF16 tiles)"
+                  : "off where AMX-BF16 tiles run multi-token matmuls (--deterministic or "
+                    "SPECD_DETERMINISTIC=1 keeps them off)");
 }
 
 // CUDA section: what the binary was built with, the runtime and driver, each

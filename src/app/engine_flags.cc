@@ -68,8 +68,9 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
   sub->add_flag_callback(
       "--deterministic", [] { kernels::SetBatchInvariant(true); },
       "Batch-invariant kernels: a token's logits are bitwise the same however many tokens share "
-      "its forward pass (speculative greedy == plain greedy bit for bit); prefill and verify "
-      "run slower (docs/performance.md, \"Batch invariance\"; also SPECD_DETERMINISTIC=1)");
+      "its forward pass (speculative greedy == plain greedy bit for bit). Q8_0/Q4_0/Q4_BF16/"
+      "F32/F16 weights are so without the flag; it keeps BF16 matmuls off the AMX tiles "
+      "(docs/performance.md, \"Batch invariance\"; also SPECD_DETERMINISTIC=1)");
   sub->add_flag("--no-amx", f->no_amx,
                 "Do not use AMX tiles for Q8_0/Q4_0/BF16 matmuls of many tokens (prefill, "
                 "verify); they then run on AVX512-VNNI / AVX512-BF16 (A/B baseline; also "

@@ -23,7 +23,8 @@ const std::vector<EnvSpec>& EnvTable() {
       {EnvVar::kAmx, "SPECD_AMX", "0|1", "1 (AMX where present)",
        "0 turns AMX tiles off for multi-token matmuls (as --no-amx)", "platform"},
       {EnvVar::kDeterministic, "SPECD_DETERMINISTIC", "0|1", "0",
-       "1 turns batch-invariant kernels on (as --deterministic)", "kernels"},
+       "1 turns batch-invariant mode on: BF16 off the AMX tiles; Q8_0/Q4_0 are batch-invariant "
+       "either way (as --deterministic)", "kernels"},
       {EnvVar::kPoolSpinUs, "SPECD_POOL_SPIN_US", "integer microseconds 0..100000", "50",
        "how long an idle compute thread spins before sleeping (--pool-spin-us wins)", "kernels"},
       {EnvVar::kPlatformKey, "SPECD_PLATFORM_KEY", "string", "detected from the CPU",
