@@ -1,7 +1,8 @@
 // Start-up refuses damaged model files with a clear error (and a way to
 // proceed on purpose): a NaN in a norm weight (--check-tensors off loads it
-// anyway, and generation then stops at the first non-finite logits), a broken tokenizer.json next to the weights (serve --no-tokenizer
-// serves token ids anyway). Real `specd` processes.
+// anyway, and generation then stops at the first non-finite logits), a
+// broken tokenizer.json next to the weights (serve --no-tokenizer serves
+// token ids anyway). Real `specd` processes.
 #include <gtest/gtest.h>
 #include <signal.h>
 
