@@ -2,7 +2,10 @@
 // Listens first (so /health answers 503 while the model loads), then loads
 // the model, tokenizer and optional draft head and attaches them. With --tp N
 // the server and scheduler run on rank 0 and the other ranks follow its step
-// descriptors (app/rank_launch.h).
+// descriptors (app/rank_launch.h). With --tp > 1 or --restart-ranks > 0 the
+// supervisor owns the public address and proxies to rank 0's server on
+// 127.0.0.1 (launch/serve_proxy.h), so clients hear about a dead rank and a
+// fresh rank group can take over behind the same address.
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -27,13 +30,16 @@ struct ServeFlags {
   server::ServerOptions server;
   int max_body_bytes = 4 << 20;
   bool no_tokenizer = false;
+  int restart_ranks = 0;
 };
 
 // Rank 0's part: load the tokenizer and draft head, attach the engine to the
 // already listening server, and serve until SIGINT/SIGTERM or until the
 // engine fails (a rank died), then shut down.
+// `reporter` (null when unsupervised) hears rank 0's port once it serves.
 Status ServeOnRank0(const ServeFlags& f, const ResolvedEngineOptions& eo,
-                    server::OpenAiServer& srv, ModelRunner& runner, Engine& engine) {
+                    server::OpenAiServer& srv, ModelRunner& runner, Engine& engine,
+                    RankReporter* reporter) {
   const server::ServerOptions& so = f.server;
   // A model without tokenizer files serves token-id prompts; a tokenizer
   // that is present but broken stops start-up (a server that silently
@@ -70,6 +76,7 @@ Status ServeOnRank0(const ServeFlags& f, const ResolvedEngineOptions& eo,
     srv.Shutdown();
     return s;
   }
+  if (reporter != nullptr) reporter->Serving(std::to_string(srv.port()));
   bool signalled = false;
   while (!(signalled = server::WaitForTerminationSignalFor(0.2))) {
     if (srv.scheduler() != nullptr && !srv.scheduler()->healthy()) break;
@@ -101,16 +108,42 @@ int RunServe(ServeFlags& f) {
   }
   so.scheduler.spec = *spec;
 
+  if (f.restart_ranks < 0) {
+    LOG_ERROR("serve", "--restart-ranks: expected a count >= 0, got {}", f.restart_ranks);
+    return 2;
+  }
+  if (f.restart_ranks > 0 && f.launch.comm != "shm") {
+    LOG_ERROR("serve", "--restart-ranks: needs --comm shm (mpirun owns the processes of --comm "
+                       "mpi)");
+    return 2;
+  }
+  RankJob job;
+  job.max_restarts = f.restart_ranks;
+  // Rank 0's server: the public one, or behind the supervisor's proxy.
+  server::ServerOptions rank0_so = so;
+  if (f.launch.comm == "shm" && (eo.tp > 1 || f.restart_ranks > 0)) {
+    launch::ServeProxyOptions po;
+    po.host = so.host;
+    po.port = so.port;
+    po.listen_backlog = so.listen_backlog;
+    po.request_timeout_s = so.read_timeout_s;
+    po.max_body_bytes = so.max_body_bytes;
+    po.max_pending = so.scheduler.max_queue;
+    job.proxy = po;
+    rank0_so.host = "127.0.0.1";
+    rank0_so.port = 0;
+  }
   // The server lives on rank 0 (in its process with --tp N): it listens
   // before the model loads and turns healthy once every rank is ready.
   std::unique_ptr<server::OpenAiServer> srv;
-  RankJob job;
-  job.rank0_prepare = [&] {
-    srv = std::make_unique<server::OpenAiServer>(so);
+  RankReporter* reporter = nullptr;
+  job.rank0_prepare = [&](RankReporter* rep) {
+    reporter = rep;
+    srv = std::make_unique<server::OpenAiServer>(rank0_so);
     return srv->Start();
   };
   job.rank0_main = [&](ModelRunner& runner, Engine& engine) {
-    Status s = ServeOnRank0(f, eo, *srv, runner, engine);
+    Status s = ServeOnRank0(f, eo, *srv, runner, engine, reporter);
     srv.reset();
     return s;
   };
@@ -155,6 +188,10 @@ void AddServeCommand(CLI::App& root, int* exit_code) {
                 "when the model has one; without this flag a broken tokenizer stops start-up");
   sub->add_option("--timeout", so.read_timeout_s,
                   "Seconds a client may take to send a request (default 30)");
+  sub->add_option("--restart-ranks", f->restart_ranks,
+                  "Start a fresh rank group up to this many times when a rank dies after the "
+                  "server became ready (default 0: exit with the failure report); meanwhile "
+                  "/health answers 503 \"recovering\" and new requests wait for the new group");
   sub->add_option("--shutdown-grace", so.shutdown_grace_s,
                   "Seconds in-flight requests may run after SIGINT/SIGTERM (default 5)");
   sub->callback([f, exit_code] { *exit_code = RunServe(*f); });

@@ -66,7 +66,7 @@ Status RankBody(Communicator* comm, const ResolvedEngineOptions& ef, const Launc
     RETURN_IF_ERROR(launch::BindThisProcess(cpus[local]).WithStage("cpu bind"));
     LOG_INFO("launch", "rank {} pinned to CPUs {}", comm->rank(), launch::FormatCpuList(cpus[local]));
   }
-  if (comm->rank() == 0 && job.rank0_prepare) RETURN_IF_ERROR(job.rank0_prepare());
+  if (comm->rank() == 0 && job.rank0_prepare) RETURN_IF_ERROR(job.rank0_prepare(reporter));
   ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(ef.runner, comm));
   RETURN_IF_ERROR(comm->Barrier().WithStage("wait for ranks ready"));
   if (reporter) reporter->Ready();
@@ -126,7 +126,12 @@ int RunOnRanks(const ResolvedEngineOptions& ef, const LaunchFlags& lf, const Ran
     return 0;
   }
   if (!plan_for(ef.tp)) return 2;
-  if (ef.tp == 1) {
+  if (job.max_restarts < 0) {
+    LOG_ERROR("launch", "--restart-ranks: expected a count >= 0, got {}", job.max_restarts);
+    return 2;
+  }
+  const bool supervised = ef.tp > 1 || job.max_restarts > 0 || job.proxy.has_value();
+  if (!supervised) {
     auto comm = NewLocalCommunicator();
     Status s = RankBody(comm.get(), ef, lf, cpus, job, nullptr);
     if (!s.ok()) {
@@ -137,18 +142,60 @@ int RunOnRanks(const ResolvedEngineOptions& ef, const LaunchFlags& lf, const Ran
   }
   ShmOptions so = ShmOptionsFromEnv();
   if (lf.comm_spin_us >= 0) so.spin_us = lf.comm_spin_us;
-  auto group = CreateShmGroup(ef.tp, so);
-  if (!group.ok()) {
-    LogStatus(std::move(group).TakeStatus().WithStage("comm init"));
+  // One shared-memory group per rank group: a failed group's flags and
+  // liveness locks are not reused (the memfd has no name, so nothing leaks).
+  std::unique_ptr<ShmGroup> group;
+  auto create_group = [&]() -> Status {
+    group.reset();
+    if (ef.tp == 1) return Status::Ok();
+    ASSIGN_OR_RETURN(group, CreateShmGroup(ef.tp, so));
+    return Status::Ok();
+  };
+  if (Status s = create_group(); !s.ok()) {
+    LogStatus(s.WithStage("comm init"));
     return 1;
+  }
+  std::unique_ptr<launch::ServeProxy> proxy;
+  if (job.proxy) {
+    auto p = launch::ServeProxy::Create(*job.proxy);
+    if (!p.ok()) {
+      LogStatus(std::move(p).TakeStatus().WithStage("listen"));
+      return 1;
+    }
+    proxy = std::move(p).value();
+    LOG_INFO("serve", "listening on http://{}:{} (forwarding to rank 0)", job.proxy->host,
+             proxy->port());
   }
   SupervisorOptions sup;
   sup.world = ef.tp;
   sup.report_file = lf.report_file;
   sup.rank0_stop_s = job.rank0_stop_s;
+  sup.max_restarts = job.max_restarts;
   sup.on_all_ready = [&] { LOG_INFO("launch", "all {} ranks ready", ef.tp); };
-  return Supervise(sup, [&](int rank, RankReporter& rep) {
-    auto comm = JoinShmGroup(**group, rank, so);
+  sup.before_restart = [&] { return create_group().WithStage("comm init"); };
+  if (proxy) {
+    sup.in_child = [] { launch::CloseInheritedSockets(); };
+    sup.poll = [&](pollfd* fds, size_t n, int timeout_ms) {
+      return proxy->Poll(fds, n, timeout_ms);
+    };
+    sup.on_rank_serving = [&](int rank, const std::string& address) {
+      if (rank != 0) return;
+      char* end = nullptr;
+      const long port = std::strtol(address.c_str(), &end, 10);
+      if (address.empty() || *end != '\0' || port <= 0 || port > 65535) {
+        LOG_ERROR("serve", "rank 0 reported an invalid port '{}'", address);
+        return;
+      }
+      proxy->SetUpstream(static_cast<int>(port));
+    };
+    sup.on_group_failed = [&](const std::string& cause, bool restarting) {
+      proxy->GroupFailed(cause, restarting);
+    };
+    sup.on_stopping = [&] { proxy->Stopping(); };
+  }
+  const int code = Supervise(sup, [&](int rank, RankReporter& rep) {
+    auto comm = ef.tp == 1 ? StatusOr<std::unique_ptr<Communicator>>(NewLocalCommunicator())
+                           : JoinShmGroup(*group, rank, so);
     if (!comm.ok()) {
       Status s = std::move(comm).TakeStatus().WithStage("comm init").WithRank(rank);
       LogStatus(s);
@@ -164,6 +211,9 @@ int RunOnRanks(const ResolvedEngineOptions& ef, const LaunchFlags& lf, const Ran
     }
     return 0;
   });
+  // Let the last events (a stream's error and [DONE]) reach the clients.
+  if (proxy) proxy->Drain(2.0);
+  return code;
 }
 
 }  // namespace specd::app

@@ -5,9 +5,12 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "app/engine_flags.h"
+#include "launch/serve_proxy.h"
+#include "launch/supervisor.h"
 #include "runtime/engine.h"
 
 namespace specd::app {
@@ -25,14 +28,22 @@ void AddLaunchFlags(CLI::App* sub, EngineFlags* engine, LaunchFlags* f);
 // What rank 0 runs. The other ranks only load their shard and follow.
 struct RankJob {
   // Optional: runs on rank 0 before the model loads (serve starts listening,
-  // so /health answers 503 while every rank loads).
-  std::function<Status()> rank0_prepare;
+  // so /health answers 503 while every rank loads). `reporter` is rank 0's
+  // line to the supervisor (null when unsupervised: --tp 1 without restarts,
+  // --comm mpi).
+  std::function<Status(RankReporter* reporter)> rank0_prepare;
   // Runs on rank 0 once every rank has loaded (a barrier); the engine is
   // shut down (the other ranks leave their loops) when it returns.
   std::function<Status(ModelRunner& runner, Engine& engine)> rank0_main;
   // > 0: rank 0 handles SIGINT/SIGTERM itself within this many seconds
   // (SupervisorOptions::rank0_stop_s); 0: every rank is simply stopped.
   double rank0_stop_s = 0;
+  // Fresh rank groups after failures (SupervisorOptions::max_restarts); > 0
+  // runs even --tp 1 as a supervised group of one. Needs --comm shm.
+  int max_restarts = 0;
+  // Set: the supervisor owns the public socket and proxies to rank 0
+  // (launch/serve_proxy.h), which reports its port with RankReporter::Serving.
+  std::optional<launch::ServeProxyOptions> proxy;
 };
 
 // Returns the process exit code: 0 on success; 1 on a failure (report on

@@ -102,6 +102,9 @@ void PrintReport(const std::vector<launch::RankFailure>& failures, const Supervi
   }
 }
 
+// Longest wait for the root cause when the first failure seen is a consequence.
+constexpr double kAnnounceWaitS = 0.25;
+
 struct GroupOutcome {
   int exit_code = 0;          // Supervise's code for this group alone
   bool failed = false;        // a rank failed (report printed)
@@ -303,6 +306,10 @@ GroupOutcome RunGroup(const SupervisorOptions& opt,
     double wake = -1;
     if (phase == Phase::kRunning && first_failure_s >= 0) wake = first_failure_s + opt.grace_s;
     else if (phase != Phase::kRunning && phase != Phase::kKill) wake = phase_deadline;
+    if (first_failure_s >= 0 && !failure_announced) {
+      const double announce = first_failure_s + kAnnounceWaitS;
+      wake = wake < 0 ? announce : std::min(wake, announce);
+    }
     const int timeout_ms = wake < 0 ? -1 : std::max(0, static_cast<int>((wake - now) * 1000) + 1);
     int n = opt.poll ? opt.poll(pfds.data(), pfds.size(), timeout_ms)
                      : ::poll(pfds.data(), pfds.size(), timeout_ms);
@@ -335,9 +342,15 @@ GroupOutcome RunGroup(const SupervisorOptions& opt,
       if (opt.on_all_ready) opt.on_all_ready();
     }
     if (first_failure_s >= 0 && !failure_announced) {
-      failure_announced = true;
-      out.cause = CauseLine(launch::BuildFailureReport(failures));
-      if (opt.on_group_failed) opt.on_group_failed(out.cause, restartable());
+      // A peer's "rank 0 died" can arrive before rank 0's own exit is
+      // reaped: announce once the root cause is not a consequence, or after
+      // kAnnounceWaitS.
+      const launch::FailureReport report = launch::BuildFailureReport(failures);
+      if (!report.root_is_consequence || clock.Seconds() >= first_failure_s + kAnnounceWaitS) {
+        failure_announced = true;
+        out.cause = CauseLine(report);
+        if (opt.on_group_failed) opt.on_group_failed(out.cause, restartable());
+      }
     }
     now = clock.Seconds();
     switch (phase) {
@@ -374,6 +387,10 @@ GroupOutcome RunGroup(const SupervisorOptions& opt,
     }
   }
   for (auto& r : ranks) ::close(r.fd);
+  if (first_failure_s >= 0 && !failure_announced) {
+    out.cause = CauseLine(launch::BuildFailureReport(failures));
+    if (opt.on_group_failed) opt.on_group_failed(out.cause, restartable());
+  }
 
   const bool all_ok =
       std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.exit_code == 0; });
