@@ -8,7 +8,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential g++ clang cmake ninja-build pkg-config git
   libhwy-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libfmt-dev libspdlog-dev
-  libutf8proc-dev libpcre2-dev
+  libutf8proc-dev libpcre2-dev libevent-dev
   libopenmpi-dev openmpi-bin
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   time gnuplot-nox
