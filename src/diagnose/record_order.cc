@@ -27,6 +27,13 @@ bool RecordReverser::Next(std::string_view* line, uint64_t* line_no) {
       bare_.emplace_back(std::string(l), no);
       continue;
     }
+    if (bare_.empty()) {
+      // A one-line record (the common case): the source's view is valid
+      // until our next call, so it is passed on without a copy.
+      *line = l;
+      *line_no = no;
+      return true;
+    }
     ready_.emplace_back(std::string(l), no);
     for (auto it = bare_.rbegin(); it != bare_.rend(); ++it) ready_.push_back(std::move(*it));
     bare_.clear();
