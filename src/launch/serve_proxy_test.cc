@@ -313,6 +313,28 @@ TEST_F(ServeProxyTest, GivingUpAnswersHeldRequests503) {
   EXPECT_NE(got.find("rank 0 died"), std::string::npos) << got;
 }
 
+TEST_F(ServeProxyTest, HeldRequestsAreBounded) {
+  ServeProxyOptions o;
+  o.max_pending = 1;
+  Open(o);
+  proxy_->GroupFailed("rank 1 died", true);
+  auto post = [this] {
+    auto r = Client().Post("/v1/completions", "{}", "application/json");
+    return std::to_string(r ? r->status : -1) + " " + (r ? r->body : "");
+  };
+  auto first = std::async(std::launch::async, post);
+  const auto t0 = Clock::now();
+  while (Clock::now() - t0 < std::chrono::milliseconds(200)) proxy_->Poll(nullptr, 0, 5);
+  // The queue is full: the second is refused at once, the first still waits.
+  auto second = std::async(std::launch::async, post);
+  const std::string refused = Pump(second);
+  EXPECT_EQ(refused.find("503 "), 0u) << refused;
+  EXPECT_NE(refused.find("1 requests already wait"), std::string::npos) << refused;
+  EXPECT_NE(first.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  proxy_->GroupFailed("rank 1 died", false);
+  EXPECT_EQ(Pump(first).find("503 "), 0u);
+}
+
 // Raw requests for the limits; returns what the proxy sent before closing.
 std::string RawExchange(int port, const std::string& send_first, const std::string& trickle = "",
                         int trickle_ms = 0) {
@@ -406,7 +428,7 @@ TEST_F(ServeProxyTest, ConnectionsOverTheCapAre503) {
 TEST_F(ServeProxyTest, PollReportsReadyDescriptors) {
   int p[2];
   ASSERT_EQ(::pipe(p), 0);
-  pollfd fds[2] = {{p[0], POLLIN, 0}, {p[0], POLLIN, 0}};
+  pollfd fds[1] = {{p[0], POLLIN, 0}};
   EXPECT_EQ(proxy_->Poll(fds, 1, 10), 0);
   ASSERT_EQ(::write(p[1], "x", 1), 1);
   EXPECT_EQ(proxy_->Poll(fds, 1, 1000), 1);
