@@ -182,12 +182,20 @@ void AddServeCommand(CLI::App& root, int* exit_code) {
   sub->add_option("--max-body-bytes", f->max_body_bytes,
                   "Largest request body; larger ones get 413 (default 4194304)");
   sub->add_option("--http-threads", so.http_threads,
-                  "HTTP worker threads (default max-batch + max-queue + 16, at most 512)");
+                  "Worker threads for completion requests; socket I/O runs on one event loop "
+                  "(default max-batch + max-queue + 16, at most 512)");
+  sub->add_option("--max-connections", so.max_connections,
+                  "Open connections; more are answered 503 (default 4096, within the open-file "
+                  "limit)");
+  sub->add_option("--header-timeout", so.header_timeout_s,
+                  "Seconds a client has for a request's whole header, not extended by arriving "
+                  "bytes (default 10)");
   sub->add_flag("--no-tokenizer", f->no_tokenizer,
                 "Serve without a tokenizer (token-id prompts on /v1/completions only), even "
                 "when the model has one; without this flag a broken tokenizer stops start-up");
   sub->add_option("--timeout", so.read_timeout_s,
-                  "Seconds a client may take to send a request (default 30)");
+                  "Seconds a client has for a request's whole body after its header, not "
+                  "extended by arriving bytes (default 30)");
   sub->add_option("--restart-ranks", f->restart_ranks,
                   "Start a fresh rank group up to this many times when a rank dies after the "
                   "server became ready (default 0: exit with the failure report); meanwhile "

@@ -1,41 +1,54 @@
-// The OpenAI-compatible HTTP server of rank 0 (cpp-httplib):
+// The OpenAI-compatible HTTP server of rank 0:
 //   POST /v1/completions, POST /v1/chat/completions (JSON or, with
 //   "stream": true, server-sent events "data: {json}\n\n" ending in
 //   "data: [DONE]"), GET /v1/models, GET /health, GET /metrics.
 //
+// Threads: one event loop (server/http_front.h, on libevent 2.1's core) does
+// all socket I/O and answers /health, /metrics and /v1/models itself; the
+// completion routes run on a pool of up to http_threads workers (parse,
+// tokenize, submit, wait for the engine), which hand responses and SSE
+// chunks back to the loop. A slow or idle client costs a buffer and a timer,
+// not a thread, so it cannot starve /health. libevent's own evhttp is not
+// used: in 2.1 it has no hook at accept or close of a connection (no
+// per-connection header deadline, no connection cap; both came in 2.2), and
+// its timeouts restart on every byte.
+//
 // Lifecycle: Start() listens at once, answering /health with 503 while the
 // model loads; Attach() hands it the engine (it then builds the scheduler and
-// chat template and /health turns 200); Shutdown() stops accepting, gives
-// in-flight requests the grace period, cancels the rest and returns. If an
-// engine step fails, every in-flight request gets an error (streams an error
-// event, then [DONE]) and /health turns 503.
+// chat template and /health turns 200); Shutdown() gives in-flight requests
+// the grace period, cancels the rest and stops listening. If an engine step
+// fails, every in-flight request gets an error (streams an error event, then
+// [DONE]) and /health turns 503. A client that disconnects has its request
+// cancelled.
 //
 // Security defaults: 127.0.0.1, exclusive bind, optional API key (Bearer) on
-// every /v1 route, body size limit (413, decided from Content-Length before
-// the body is read; a malformed or negative Content-Length is a 400), prompt
-// size bounded before tokenization, header/URI limits (cpp-httplib's 8 KiB),
-// read/write and keep-alive timeouts, a listen backlog sized for bursts.
+// every /v1 route (checked at the header), body size limit (413, decided from
+// Content-Length before the body is read; a malformed or negative
+// Content-Length is a 400, a POST without one a 411), prompt size bounded
+// before tokenization, 16 KiB header limit, whole-header and whole-body
+// deadlines that arriving bytes do not extend (header_timeout_s,
+// read_timeout_s), write and keep-alive timeouts, a connection cap answered
+// with 503, a listen backlog sized for bursts.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "runtime/engine.h"
 #include "runtime/scheduler.h"
 #include "spec/eagle3_head.h"
 #include "tokenizer/tokenizer.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace specd::server {
 
 class ChatPrompt;
+class HttpExchange;
+class HttpFront;
 class RequestCounter;
+class WorkerPool;
+enum class Endpoint;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -45,10 +58,13 @@ struct ServerOptions {
   std::string served_model_name; // empty: the model file or folder name
   std::string model_path;        // where the chat template is looked up
   size_t max_body_bytes = 4u << 20;
-  int http_threads = 0;          // 0: max_batch + max_queue + 16, at most 512
-  int read_timeout_s = 30;
-  int write_timeout_s = 30;
-  int keep_alive_timeout_s = 5;
+  size_t max_header_bytes = 16u << 10;
+  int http_threads = 0;          // workers for completions; 0: max_batch + max_queue + 16, at most 512
+  double header_timeout_s = 10;  // whole request head, from connection (or first byte) on
+  double read_timeout_s = 30;    // whole body, from the end of the head on (--timeout)
+  double write_timeout_s = 30;   // a response making no progress at all
+  double keep_alive_timeout_s = 5;
+  int max_connections = 0;       // open connections before 503; 0: 4096 within the fd limit
   double shutdown_grace_s = 5;
   SchedulerOptions scheduler;
 };
@@ -69,29 +85,31 @@ class OpenAiServer {
   // null: token-id prompts only) and head must outlive the server.
   Status Attach(Engine* engine, const Tokenizer* tokenizer, Eagle3Head* head);
   bool ready() const;
-  // Stops accepting, lets in-flight requests finish for up to
-  // shutdown_grace_s, cancels the rest (a stream gets an error event, then
-  // [DONE]), waits up to 2 s for open streams to send their last events,
-  // then stops listening. Idempotent.
+  // Lets in-flight requests finish for up to shutdown_grace_s (new ones get
+  // 503), cancels the rest (a stream gets an error event, then [DONE]),
+  // waits up to 2 s for open streams to send their last events, then stops
+  // listening. Idempotent.
   void Shutdown();
   // The scheduler once attached (tests, metrics).
   Scheduler* scheduler() { return scheduler_.get(); }
 
  private:
-  void Routes();
+  // Loop thread: routes a complete request.
+  void Route(std::shared_ptr<HttpExchange> ex);
+  // A worker: one completion request, start to finish.
+  void Generate(HttpExchange& ex, Endpoint ep);
 
   ServerOptions options_;
-  std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<RequestCounter> counter_;
-  std::thread listen_thread_;
+  std::unique_ptr<WorkerPool> workers_;
+  std::unique_ptr<HttpFront> front_;
   int port_ = 0;
   const Tokenizer* tokenizer_ = nullptr;
   std::unique_ptr<ChatPrompt> chat_;
   std::unique_ptr<Scheduler> scheduler_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> shut_down_{false};
-  std::atomic<int> open_streams_{0};  // SSE responses not yet released
-  std::atomic<bool> listen_returned_{false};  // the accept loop has ended
+  std::atomic<int> open_streams_{0};  // SSE responses not yet ended
   int64_t created_ = 0;
   // Longest byte sequence one token stands for (set by Attach): a prompt of
   // more than max_prompt_tokens * this * 4 bytes cannot fit, and is refused
