@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -151,6 +152,23 @@ StatusOr<std::unique_ptr<ServeProxy>> ServeProxy::Create(const ServeProxyOptions
     return InvalidArgumentError("--port: expected 0..65535, got " + std::to_string(options.port));
   }
   std::unique_ptr<ServeProxy> p(new ServeProxy(options));
+  // Each proxied request holds two sockets (client and rank 0): raise the
+  // descriptor limit to its hard cap and keep the connection cap inside it,
+  // so accept() never fails for want of descriptors.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    if (nofile.rlim_cur < nofile.rlim_max) {
+      nofile.rlim_cur = nofile.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &nofile);
+      getrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    const rlim_t fit = nofile.rlim_cur > 128 ? (nofile.rlim_cur - 64) / 2 : 32;
+    if (static_cast<rlim_t>(p->options_.max_connections) > fit) {
+      LOG_WARN("serve", "proxy connection cap lowered from {} to {} (descriptor limit {})",
+               p->options_.max_connections, fit, static_cast<uint64_t>(nofile.rlim_cur));
+      p->options_.max_connections = static_cast<int>(fit);
+    }
+  }
   // The supervisor writes to sockets whose peer may be gone: EPIPE, not death.
   ::signal(SIGPIPE, SIG_IGN);
   p->base_ = event_base_new();
@@ -177,6 +195,23 @@ StatusOr<std::unique_ptr<ServeProxy>> ServeProxy::Create(const ServeProxyOptions
     return IoError("cannot listen on " + where + ": " + std::strerror(err) +
                    (err == EADDRINUSE ? " (another server holds the port)" : ""));
   }
+  // accept() failing (e.g. EMFILE) leaves the connection queued and the
+  // socket readable: pause accepting for 100 ms instead of spinning.
+  evconnlistener_set_error_cb(p->listener_, [](evconnlistener* l, void* arg) {
+    auto* proxy = static_cast<ServeProxy*>(arg);
+    LOG_WARN("serve", "proxy accept failed: {}: pausing new connections for 100 ms",
+             std::strerror(errno));
+    evconnlistener_disable(l);
+    timeval tv = Tv(0.1);
+    event_base_once(
+        proxy->base_, -1, EV_TIMEOUT,
+        [](evutil_socket_t, short, void* arg) {
+          auto* proxy = static_cast<ServeProxy*>(arg);
+          if (proxy->listener_ != nullptr && proxy->state_ != State::kStopping)
+            evconnlistener_enable(proxy->listener_);
+        },
+        proxy, &tv);
+  });
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   getsockname(evconnlistener_get_fd(p->listener_), reinterpret_cast<sockaddr*>(&ss), &len);
@@ -188,6 +223,7 @@ StatusOr<std::unique_ptr<ServeProxy>> ServeProxy::Create(const ServeProxyOptions
 ServeProxy::~ServeProxy() {
   while (!conns_.empty()) FreeConn(*conns_.begin());
   if (listener_ != nullptr) evconnlistener_free(listener_);
+  listener_ = nullptr;
   // Deferred upstream frees still queued run now.
   if (base_ != nullptr) {
     event_base_loop(base_, EVLOOP_NONBLOCK);
@@ -704,7 +740,8 @@ void ServeProxy::Stopping() {
 }
 
 void ServeProxy::Drain(double seconds) {
-  if (listener_ != nullptr) evconnlistener_disable(listener_);
+  if (listener_ != nullptr) evconnlistener_free(listener_);
+  listener_ = nullptr;
   if (state_ != State::kFailed) state_ = State::kStopping;
   for (Conn* c : std::vector<Conn*>(pending_.begin(), pending_.end()))
     ReplyError(c, 503, "the server is shutting down", "server_error", "shutting_down");

@@ -32,7 +32,9 @@
 // max_header_bytes get 431, a Content-Length over max_body_bytes 413 (before
 // the body is read), request bodies must carry Content-Length (411
 // otherwise), and connections over max_connections are answered 503 and
-// closed at accept. Requests on one connection are served one at a time.
+// closed at accept (the cap is lowered to fit the process's descriptor limit,
+// which Create raises to its hard cap). Requests on one connection are served
+// one at a time.
 //
 // Thread safety: none; every call happens on the thread that runs Poll (the
 // supervisor's main thread, which forks the ranks: the proxy starts no
