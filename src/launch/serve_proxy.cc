@@ -498,11 +498,15 @@ void ServeProxy::Forward(Conn* c) {
     return ReplyError(c, 405, "method " + c->method + " is not supported",
                       "invalid_request_error", "method_not_allowed");
   }
+  evhttp_connection* conn = evhttp_connection_base_new(base_, nullptr, "127.0.0.1",
+                                                       static_cast<uint16_t>(upstream_port_));
+  if (conn == nullptr) {
+    return ReplyError(c, 502, "cannot open a connection to rank 0", "server_error", "upstream");
+  }
   auto* up = new Upstream;
   up->proxy = this;
   up->client = c;
-  up->conn = evhttp_connection_base_new(base_, nullptr, "127.0.0.1",
-                                        static_cast<uint16_t>(upstream_port_));
+  up->conn = conn;
   timeval tv = Tv(options_.upstream_timeout_s);
   evhttp_connection_set_timeout_tv(up->conn, &tv);
   evhttp_connection_set_retries(up->conn, 0);
