@@ -50,6 +50,7 @@ struct ServeProxy::Conn {
   bool head_sent = false;
   bool chunked_out = false;
   std::string lost_why;  // set while waiting for the cause of a broken upstream
+  bool upstream_paused = false;  // rank 0's socket not read until the client drains
 };
 
 // One forwarded request. Outlives its client connection when detached
@@ -62,6 +63,10 @@ struct ServeProxy::Upstream {
 };
 
 namespace {
+
+// Bytes of a response waiting for a slow client before the proxy stops
+// reading rank 0's socket (TCP then slows rank 0's writes).
+constexpr size_t kClientHighWater = 1u << 20;
 
 timeval Tv(double s) {
   timeval tv;
@@ -328,6 +333,10 @@ void ServeProxy::Accept(int fd) {
       c->bev, [](bufferevent*, void* arg) { auto* c = static_cast<Conn*>(arg); c->proxy->OnRead(c); },
       [](bufferevent* bev, void* arg) {
         auto* c = static_cast<Conn*>(arg);
+        if (c->upstream_paused && c->up != nullptr) {
+          c->upstream_paused = false;
+          bufferevent_enable(evhttp_connection_get_bufferevent(c->up->conn), EV_READ);
+        }
         if (c->state == Conn::kClosing && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
           c->proxy->FreeConn(c);
       },
@@ -579,6 +588,12 @@ void ServeProxy::OnUpstreamChunk(evhttp_request* req, void* arg) {
   if (c->chunked_out) evbuffer_add_printf(out, "%zx\r\n", n);
   evbuffer_add_buffer(out, in);
   if (c->chunked_out) evbuffer_add(out, "\r\n", 2);
+  const size_t buffered = evbuffer_get_length(out);
+  c->proxy->peak_buffered_ = std::max(c->proxy->peak_buffered_, buffered);
+  if (buffered > kClientHighWater && !c->upstream_paused) {
+    c->upstream_paused = true;
+    bufferevent_disable(evhttp_connection_get_bufferevent(up->conn), EV_READ);
+  }
 }
 
 void ServeProxy::OnUpstreamDone(evhttp_request* req, void* arg) {

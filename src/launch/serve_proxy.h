@@ -34,7 +34,8 @@
 // otherwise), and connections over max_connections are answered 503 and
 // closed at accept (the cap is lowered to fit the process's descriptor limit,
 // which Create raises to its hard cap). Requests on one connection are served
-// one at a time.
+// one at a time. A slow client holds back rank 0: past 1 MiB of its response
+// waiting in the proxy, rank 0's socket is not read until the client drains it.
 //
 // Thread safety: none; every call happens on the thread that runs Poll (the
 // supervisor's main thread, which forks the ranks: the proxy starts no
@@ -99,6 +100,8 @@ class ServeProxy {
   // Observability for tests and logs.
   const char* state_name() const;
   size_t open_connections() const { return conns_.size(); }
+  // Most response bytes ever waiting for one client.
+  size_t peak_buffered_bytes() const { return peak_buffered_; }
 
   struct Conn;
   struct Upstream;
@@ -139,6 +142,7 @@ class ServeProxy {
   std::string cause_;  // the last GroupFailed cause
   std::set<Conn*> conns_;
   std::deque<Conn*> pending_;  // held while recovering, oldest first
+  size_t peak_buffered_ = 0;
 };
 
 // For a forked rank: closes every socket the process inherited (the proxy's

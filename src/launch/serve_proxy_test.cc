@@ -172,6 +172,42 @@ TEST_F(ServeProxyTest, StreamsEachEventAsItArrives) {
             "data: {\"choices\":[{\"text\":\"b\"}]}\n\ndata: [DONE]\n\n");
 }
 
+TEST_F(ServeProxyTest, SlowClientHoldsBackTheUpstream) {
+  // Rank 0 streams 32 MiB; the client reads nothing for 1 s, then all of it.
+  constexpr size_t kTotal = 32u << 20, kPiece = 64u << 10;
+  httplib::Server big;
+  big.Get("/big", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("application/octet-stream",
+                                     [&](size_t offset, httplib::DataSink& sink) {
+                                       const std::string piece(kPiece, 'x');
+                                       if (!sink.write(piece.data(), piece.size())) return false;
+                                       if (offset + kPiece >= kTotal) sink.done();
+                                       return true;
+                                     });
+  });
+  const int port = big.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { big.listen_after_bind(); });
+  while (!big.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  proxy_->SetUpstream(port);
+  auto f = std::async(std::launch::async, [this] {
+    httplib::Client c = Client();
+    size_t got = 0;
+    bool first = true;
+    auto res = c.Get("/big", [&](const char*, size_t n) {
+      if (first) std::this_thread::sleep_for(std::chrono::seconds(1));
+      first = false;
+      got += n;
+      return true;
+    });
+    return res && res->status == 200 ? got : 0;
+  });
+  EXPECT_EQ(Pump(f), kTotal);
+  big.stop();
+  t.join();
+  // The high-water mark plus what one read of rank 0's socket adds.
+  EXPECT_LT(proxy_->peak_buffered_bytes(), 4u << 20);
+}
+
 TEST_F(ServeProxyTest, GroupFailureEndsOpenStreamsWithErrorEventAndDone) {
   FakeRank0 up;
   proxy_->SetUpstream(up.port);
