@@ -201,6 +201,10 @@ void OpenAiServer::Route(std::shared_ptr<HttpExchange> ex) {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
     r.body = RenderMetrics(*counter_, m, ready());
+    r.body += fmt::format(
+        "# HELP specd_http_open_connections Open HTTP connections (this one included).\n"
+        "# TYPE specd_http_open_connections gauge\nspecd_http_open_connections {}\n",
+        front_->connections());
     return ex->Reply(std::move(r));
   }
   if (get && req.path == "/v1/models") {
