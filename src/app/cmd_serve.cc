@@ -126,7 +126,10 @@ int RunServe(ServeFlags& f) {
     po.host = so.host;
     po.port = so.port;
     po.listen_backlog = so.listen_backlog;
-    po.request_timeout_s = so.read_timeout_s;
+    po.header_timeout_s = so.header_timeout_s;
+    po.body_timeout_s = so.read_timeout_s;
+    po.max_header_bytes = so.max_header_bytes;
+    if (so.max_connections > 0) po.max_connections = so.max_connections;
     po.max_body_bytes = so.max_body_bytes;
     po.max_pending = so.scheduler.max_queue;
     job.proxy = po;

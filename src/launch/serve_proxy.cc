@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
@@ -323,9 +324,11 @@ void ServeProxy::Accept(int fd) {
         const bool started =
             c->state == Conn::kBody || evbuffer_get_length(bufferevent_get_input(c->bev)) > 0;
         if (!started) return p->FreeConn(c);  // idle keep-alive connection
+        const double limit = c->state == Conn::kBody ? p->options_.body_timeout_s
+                                                     : p->options_.header_timeout_s;
         p->ReplyError(c, 408,
-                      "the request did not arrive within " +
-                          std::to_string(static_cast<int>(p->options_.request_timeout_s)) + " s",
+                      std::string(c->state == Conn::kBody ? "the request body" : "the request head") +
+                          " did not arrive within " + fmt::format("{:g}", limit) + " s",
                       "invalid_request_error", "request_timeout");
       },
       c);
@@ -347,11 +350,11 @@ void ServeProxy::Accept(int fd) {
       c);
   bufferevent_enable(c->bev, EV_READ | EV_WRITE);
   conns_.insert(c);
-  ArmDeadline(c);
+  ArmDeadline(c, options_.header_timeout_s);
 }
 
-void ServeProxy::ArmDeadline(Conn* c) {
-  timeval tv = Tv(options_.request_timeout_s);
+void ServeProxy::ArmDeadline(Conn* c, double seconds) {
+  timeval tv = Tv(seconds);
   evtimer_add(c->deadline, &tv);
 }
 
@@ -447,6 +450,7 @@ void ServeProxy::OnRead(Conn* c) {
       return;
     }
     c->state = Conn::kBody;
+    ArmDeadline(c, options_.body_timeout_s);
     if (expect_continue && c->content_length > evbuffer_get_length(in)) {
       bufferevent_write(c->bev, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     }
@@ -649,7 +653,7 @@ void ServeProxy::FinishResponse(Conn* c) {
   if (c->chunked_out) bufferevent_write(c->bev, "0\r\n\r\n", 5);
   if (!c->keep_alive) return CloseAfterWrite(c);
   c->state = Conn::kHead;
-  ArmDeadline(c);
+  ArmDeadline(c, options_.header_timeout_s);
   // A request that arrived behind this one.
   if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0) OnRead(c);
 }

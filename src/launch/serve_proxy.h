@@ -27,8 +27,9 @@
 // response waits up to upstream_lost_wait_s for GroupFailed's cause.
 //
 // Limits of its own: the request head must arrive whole within
-// request_timeout_s of the connection becoming idle (408 otherwise, so a
-// client trickling header bytes cannot hold a connection), heads over
+// header_timeout_s of the connection becoming idle and the body within
+// body_timeout_s of the head's end, neither extended by arriving bytes (408
+// otherwise, so a client trickling bytes cannot hold a connection), heads over
 // max_header_bytes get 431, a Content-Length over max_body_bytes 413 (before
 // the body is read), request bodies must carry Content-Length (411
 // otherwise), and connections over max_connections are answered 503 and
@@ -63,10 +64,11 @@ struct ServeProxyOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: any free port (see ServeProxy::port)
   int listen_backlog = 1024;
-  double request_timeout_s = 30;  // whole request head and body, from idle
-  size_t max_header_bytes = 8192;
+  double header_timeout_s = 10;  // whole request head, from idle
+  double body_timeout_s = 30;    // whole request body, from the end of the head
+  size_t max_header_bytes = 16u << 10;
   size_t max_body_bytes = 4u << 20;
-  int max_connections = 1024;
+  int max_connections = 4096;
   int max_pending = 256;            // requests held while recovering
   double upstream_timeout_s = 3600;  // longest silence of rank 0 within a response
   double upstream_lost_wait_s = 1.0;
@@ -124,7 +126,7 @@ class ServeProxy {
   void CloseAfterWrite(Conn* c);
   void FreeConn(Conn* c);
   void DetachUpstream(Conn* c);
-  void ArmDeadline(Conn* c);
+  void ArmDeadline(Conn* c, double seconds);
   void FailInFlight(const std::string& cause);
 
   // Upstream callbacks (evhttp).

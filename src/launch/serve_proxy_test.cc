@@ -397,7 +397,7 @@ std::string RawExchange(int port, const std::string& send_first, const std::stri
 
 TEST_F(ServeProxyTest, HeadMustArriveWholeWithinTheDeadline) {
   ServeProxyOptions o;
-  o.request_timeout_s = 0.3;
+  o.header_timeout_s = 0.3;
   Open(o);
   FakeRank0 up;
   proxy_->SetUpstream(up.port);
@@ -409,6 +409,22 @@ TEST_F(ServeProxyTest, HeadMustArriveWholeWithinTheDeadline) {
   });
   const std::string got = Pump(f);
   EXPECT_EQ(got.find("HTTP/1.1 408 "), 0u) << got;
+}
+
+TEST_F(ServeProxyTest, BodyMustArriveWholeWithinItsDeadline) {
+  ServeProxyOptions o;
+  o.body_timeout_s = 0.3;
+  Open(o);
+  FakeRank0 up;
+  proxy_->SetUpstream(up.port);
+  const int port = proxy_->port();
+  auto f = std::async(std::launch::async, [port] {
+    return RawExchange(port, "POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n",
+                       std::string(100, 'a'), 50);
+  });
+  const std::string got = Pump(f);
+  EXPECT_EQ(got.find("HTTP/1.1 408 "), 0u) << got;
+  EXPECT_NE(got.find("the request body did not arrive within 0.3 s"), std::string::npos) << got;
 }
 
 TEST_F(ServeProxyTest, LimitsAnsweredBeforeForwarding) {
