@@ -45,16 +45,10 @@ class Engine {
 
   // What a step costs on this machine (runtime/step_costs.h), measured once
   // per engine for the draft-shape choice; null until set. step_costs()
-  // follows the forward times observed since (StepCosts::Observe);
-  // initial_step_costs() stays as set, for choices that must not depend on
-  // timing (sampled requests, whose seed must reproduce their text).
+  // follows the forward times observed since (StepCosts::Observe).
   const StepCosts* step_costs() const { return has_step_costs_ ? &step_costs_ : nullptr; }
   StepCosts* mutable_step_costs() { return has_step_costs_ ? &step_costs_ : nullptr; }
-  const StepCosts* initial_step_costs() const {
-    return has_step_costs_ ? &initial_step_costs_ : nullptr;
-  }
   void set_step_costs(StepCosts costs) {
-    initial_step_costs_ = costs;
     step_costs_ = std::move(costs);
     has_step_costs_ = true;
   }
@@ -63,7 +57,7 @@ class Engine {
   ModelRunner* runner_;
   std::vector<KvEdit> pending_;
   bool shut_down_ = false;
-  StepCosts step_costs_, initial_step_costs_;
+  StepCosts step_costs_;
   bool has_step_costs_ = false;
 };
 

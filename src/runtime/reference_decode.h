@@ -26,7 +26,8 @@ inline std::vector<int32_t> ReferenceDecode(Engine& engine, const std::vector<in
   std::vector<int32_t> tokens;
   while (static_cast<int>(tokens.size()) < max_tokens) {
     if (!engine.Forward({in}, false, &out).ok()) return {};
-    tokens.push_back(sampler.Sample(out.logits.data(), V, sampling));
+    const int64_t position = static_cast<int64_t>(prompt.size() + tokens.size());
+    tokens.push_back(sampler.Sample(out.logits.data(), V, sampling, position));
     in.tokens = {tokens.back()};
   }
   return tokens;

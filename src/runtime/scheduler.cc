@@ -62,11 +62,11 @@ Status Scheduler::PrepareStepCosts() {
 std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan) {
   std::vector<int> depth(plan.size(), -1);
   if (!options_.spec.auto_shape || engine_->step_costs() == nullptr) return depth;
-  // Greedy sequences choose together, with the costs as observed: their
-  // output is the same whatever the depths. A sampled sequence's depths decide
-  // how its random numbers are drawn, so for its seed to reproduce its text
-  // it chooses alone, from the costs as first measured (which the on-disk
-  // cache keeps across runs) and its own acceptance only.
+  // The speculating sequences choose together, with the costs as observed.
+  // Their output does not depend on the depths: greedy verification keeps the
+  // argmax, and a sampled token is a function of the seed, its position and
+  // its logits row (sampling/sampler.h), so a seed reproduces its text
+  // whatever was chosen.
   std::vector<const AcceptanceModel*> models;
   std::vector<int> max_depth, index;
   int other = 0;
@@ -74,16 +74,10 @@ std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan
     Sequence& r = *plan[i];
     if (r.step_prefill || !r.spec) {
       other += r.step_tokens;
-    } else if (r.req.sampling.greedy()) {
+    } else {
       models.push_back(&r.spec->acceptance());
       max_depth.push_back(r.spec->MaxAutoDepth(r.n_kv));
       index.push_back(static_cast<int>(i));
-    } else {
-      const DepthChoice c = ChooseDepths(*engine_->initial_step_costs(),
-                                         {&r.spec->acceptance()}, {r.spec->MaxAutoDepth(r.n_kv)});
-      depth[i] = c.depth[0];
-      r.step_predicted_speedup = c.predicted_speedup();
-      other += c.depth[0] + 1;
     }
   }
   if (!models.empty()) {
@@ -309,11 +303,8 @@ void Scheduler::Admit() {
     if (!r) {
       std::unique_ptr<Speculator> spec;
       // Worth 8 steps of the new sequence's own: it soon speaks for itself.
-      // Not for sampled requests: their choices (and so their random
-      // numbers) must not depend on what else the server ran.
       const AcceptanceModel prior = pooled_acceptance_.AsPrior(8);
-      const bool use_prior =
-          pooled_acceptance_.observations() > 0 && w.request.sampling.greedy();
+      const bool use_prior = pooled_acceptance_.observations() > 0;
       if (options_.spec.algorithm != SpecAlgorithm::kNone)
         spec = std::make_unique<Speculator>(
             options_.spec, head_, engine_->config(),
@@ -399,7 +390,7 @@ bool Scheduler::SampleRow(Sequence& r, const float* logits, int pos, int32_t* to
     Finish(r, "error", s);
     return false;
   }
-  *token = r.sampler.Sample(logits, V, r.req.sampling);
+  *token = r.sampler.Sample(logits, V, r.req.sampling, pos + 1);
   return true;
 }
 

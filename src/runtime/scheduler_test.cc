@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "kernels/dispatch.h"
 #include "runtime/generate.h"
 #include "runtime/reference_decode.h"
 #include "runtime/tiny_model_test_util.h"
@@ -101,8 +102,8 @@ struct BatchCase {
 class SchedulerBatchTest : public ::testing::TestWithParam<BatchCase> {};
 
 // 16 concurrent requests produce exactly the tokens each produces alone, and
-// greedy ones (speculative or not) equal plain decoding written without the
-// scheduler (ReferenceDecode).
+// equal plain decoding written without the scheduler (ReferenceDecode) with
+// the same sampling: greedy or seeded, speculative or not.
 TEST_P(SchedulerBatchTest, SixteenConcurrentEqualEachAlone) {
   const BatchCase& c = GetParam();
   Rig rig;
@@ -119,12 +120,10 @@ TEST_P(SchedulerBatchTest, SixteenConcurrentEqualEachAlone) {
     ASSERT_TRUE(s.Start().ok());
     for (const ServeRequest& r : reqs) alone.push_back(RunAll(s, {r})[0]);
   }
-  if (c.temperature == 0) {
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      EXPECT_EQ(alone[i].tokens, ReferenceDecode(*rig.engine, reqs[i].prompt, reqs[i].max_tokens,
-                                                 reqs[i].sampling))
-          << "request " << i;
-    }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(alone[i].tokens, ReferenceDecode(*rig.engine, reqs[i].prompt, reqs[i].max_tokens,
+                                               reqs[i].sampling))
+        << "request " << i;
   }
   Scheduler s(rig.engine.get(), nullptr, nullptr, o);
   ASSERT_TRUE(s.Start().ok());
@@ -152,8 +151,21 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BatchCase>& i) { return std::string(i.param.name); });
 
 // EAGLE-3 over the demo model and its trained draft head: 16 concurrent
-// greedy requests equal each one alone and plain greedy decoding.
-TEST(SchedulerTest, Eagle3BatchedGreedyEqualsAlone) {
+// requests equal each one alone and plain decoding with the same sampling,
+// greedy and seeded at temperature 1.
+class SchedulerEagle3Test : public ::testing::TestWithParam<float> {};
+
+// --deterministic for the run: the demo model is BF16, whose multi-token
+// matmuls use AMX-BF16 tiles (another summation order) where present unless
+// batch invariance is on.
+struct ScopedBatchInvariant {
+  ScopedBatchInvariant() : was(kernels::BatchInvariantEnabled()) { kernels::SetBatchInvariant(true); }
+  ~ScopedBatchInvariant() { kernels::SetBatchInvariant(was); }
+  bool was;
+};
+
+TEST_P(SchedulerEagle3Test, BatchedEqualsAloneAndPlain) {
+  const ScopedBatchInvariant invariant;
   const std::string demo = std::string(SPECD_SOURCE_DIR) + "/models/demo";
   if (!std::filesystem::exists(demo + "/eagle3/model.safetensors") ||
       !std::filesystem::exists(demo + "/model.safetensors"))
@@ -174,7 +186,7 @@ TEST(SchedulerTest, Eagle3BatchedGreedyEqualsAlone) {
   o.spec.tree.num_steps = 3;
   o.spec.tree.topk = 2;
   o.spec.tree.num_draft_tokens = 6;
-  const std::vector<ServeRequest> reqs = MakeRequests(16, 20, 0.f);
+  const std::vector<ServeRequest> reqs = MakeRequests(16, 20, GetParam());
   std::vector<Result> alone;
   {
     Scheduler s(&engine, nullptr, head->get(), o);
@@ -182,7 +194,8 @@ TEST(SchedulerTest, Eagle3BatchedGreedyEqualsAlone) {
     for (const ServeRequest& r : reqs) alone.push_back(RunAll(s, {r})[0]);
   }
   for (size_t i = 0; i < reqs.size(); ++i) {
-    EXPECT_EQ(alone[i].tokens, ReferenceDecode(engine, reqs[i].prompt, reqs[i].max_tokens))
+    EXPECT_EQ(alone[i].tokens,
+              ReferenceDecode(engine, reqs[i].prompt, reqs[i].max_tokens, reqs[i].sampling))
         << "request " << i;
   }
   Scheduler s(&engine, nullptr, head->get(), o);
@@ -199,6 +212,11 @@ TEST(SchedulerTest, Eagle3BatchedGreedyEqualsAlone) {
   s.Stop(5);
   EXPECT_EQ(s.metrics().kv_used_pages.load(), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Sampling, SchedulerEagle3Test, ::testing::Values(0.f, 1.f),
+                         [](const ::testing::TestParamInfo<float>& i) {
+                           return std::string(i.param == 0.f ? "Greedy" : "SeededTemperature1");
+                         });
 
 // A KV cache far smaller than the demand: sequences are preempted and
 // re-prefilled, and every request still gets exactly its tokens.
@@ -337,7 +355,7 @@ struct AutoRun {
 };
 
 AutoRun RunAuto(Engine& engine, const std::vector<int32_t>& prompt, int max_tokens,
-                const StepCosts* costs) {
+                const StepCosts* costs, const SamplingParams& sampling = {}) {
   if (costs != nullptr) engine.set_step_costs(*costs);
   SpecOptions so;
   so.algorithm = SpecAlgorithm::kNgram;
@@ -346,6 +364,7 @@ AutoRun RunAuto(Engine& engine, const std::vector<int32_t>& prompt, int max_toke
   GenerateRequest g;
   g.prompt = prompt;
   g.max_tokens = max_tokens;
+  g.sampling = sampling;
   GenerateResult res;
   Status s = Generate(engine, g, [](int32_t) { return true; }, &res, so);
   EXPECT_TRUE(s.ok()) << s.ToString();
@@ -388,6 +407,33 @@ TEST(SchedulerAutoShapeTest, GreedyEqualsPlainWhateverTheCosts) {
   EXPECT_GT(Steps(deep.stats.depth_hist, 1), 0);
   EXPECT_GT(deep.stats.predicted_speedup_mean(), 1.0);
   EXPECT_EQ(rig.engine->kv().used_pages(), 0);
+}
+
+// Seeded sampling under auto shapes: whatever depths the costs lead to, each
+// token is the one plain sampling draws at its position, so the text equals
+// plain decoding's with the same seed.
+TEST(SchedulerAutoShapeTest, SeededSamplingEqualsPlainWhateverTheCosts) {
+  Rig rig;
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2, 3};
+  StepCosts flat;
+  flat.learn = false;
+  flat.target.assign(16, 1e-3);
+  StepCosts linear;
+  linear.learn = false;
+  for (int n = 1; n <= 16; ++n) linear.target.push_back(1e-3 * n);
+  for (float temperature : {0.5f, 1.f}) {
+    SamplingParams sp;
+    sp.temperature = temperature;
+    sp.seed = 77;
+    const std::vector<int32_t> want = ReferenceDecode(*rig.engine, prompt, 60, sp);
+    std::vector<int> drafted;
+    for (const StepCosts* costs : {&flat, &linear}) {
+      AutoRun run = RunAuto(*rig.engine, prompt, 60, costs, sp);
+      EXPECT_EQ(run.tokens, want) << "temperature " << temperature;
+      drafted.push_back(Steps(run.stats.depth_hist, 1));
+    }
+    EXPECT_GT(drafted[0], drafted[1]) << "cheap verification should draft more often";
+  }
 }
 
 TEST(SchedulerAutoShapeTest, BatchedAutoEqualsEachAlone) {

@@ -20,14 +20,24 @@ Status SamplingParams::Validate() const {
   return Status::Ok();
 }
 
-uint64_t Sampler::Next() {
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+namespace {
+
+// splitmix64's finalizer: a bijection on 64 bits with full avalanche.
+uint64_t Mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
 
-double Sampler::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+}  // namespace
+
+double Sampler::Uniform(int64_t position) const {
+  // Two rounds, so that neighbouring seeds and neighbouring positions give
+  // unrelated streams.
+  const uint64_t z = Mix(Mix(seed_ ^ 0x9E3779B97F4A7C15ull) +
+                         static_cast<uint64_t>(position) * 0xD1B54A32D192ED03ull);
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
 
 void Sampler::Probs(const float* logits, int V, const SamplingParams& p,
                     std::vector<float>* probs) {
@@ -39,25 +49,30 @@ void Sampler::Probs(const float* logits, int V, const SamplingParams& p,
     (*probs)[best] = 1.f;
     return;
   }
-  // Candidates sorted by logit, descending; filters keep a prefix.
+  // Candidates: every token, or the top_k largest logits (ties to the lower
+  // id). Only top-p needs them sorted.
+  auto before = [logits](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
   std::vector<int> idx(V);
   std::iota(idx.begin(), idx.end(), 0);
-  int keep = V;
   if (p.top_k > 0 && p.top_k < V) {
-    keep = p.top_k;
-    std::partial_sort(idx.begin(), idx.begin() + keep, idx.end(),
-                      [&](int a, int b) { return logits[a] > logits[b]; });
-  } else {
-    std::sort(idx.begin(), idx.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+    std::nth_element(idx.begin(), idx.begin() + (p.top_k - 1), idx.end(), before);
+    idx.resize(p.top_k);
   }
+  if (p.top_p < 1.f) std::sort(idx.begin(), idx.end(), before);
+  const int n = static_cast<int>(idx.size());
   const double inv_t = 1.0 / p.temperature;
-  const double mx = logits[idx[0]];
-  std::vector<double> e(keep);
+  float mx = logits[idx[0]];
+  for (int i : idx) mx = std::max(mx, logits[i]);
+  std::vector<double> e(n);
   double sum = 0;
-  for (int i = 0; i < keep; ++i) sum += e[i] = std::exp((logits[idx[i]] - mx) * inv_t);
+  for (int i = 0; i < n; ++i) sum += e[i] = std::exp((logits[idx[i]] - mx) * inv_t);
+  int keep = n;
   if (p.top_p < 1.f) {
+    // The smallest prefix of the sorted candidates whose mass reaches top_p.
     double acc = 0;
-    for (int i = 0; i < keep; ++i) {
+    for (int i = 0; i < n; ++i) {
       acc += e[i] / sum;
       if (acc >= p.top_p) {
         keep = i + 1;
@@ -65,23 +80,21 @@ void Sampler::Probs(const float* logits, int V, const SamplingParams& p,
       }
     }
   }
-  if (p.min_p > 0.f) {
-    double floor = p.min_p * e[0];
-    int k = 1;
-    while (k < keep && e[k] >= floor) ++k;
-    keep = k;
-  }
+  // min-p: drop tokens below min_p times the largest probability (e = 1).
+  const double floor = p.min_p;
   double kept = 0;
-  for (int i = 0; i < keep; ++i) kept += e[i];
-  for (int i = 0; i < keep; ++i) (*probs)[idx[i]] = static_cast<float>(e[i] / kept);
+  for (int i = 0; i < keep; ++i)
+    if (e[i] >= floor) kept += e[i];
+  for (int i = 0; i < keep; ++i)
+    if (e[i] >= floor) (*probs)[idx[i]] = static_cast<float>(e[i] / kept);
 }
 
 int32_t GreedyToken(const float* logits, int V) {
   return static_cast<int32_t>(kernels::Argmax(logits, V));
 }
 
-int32_t Sampler::SampleFrom(const std::vector<float>& probs) {
-  double u = Uniform();
+int32_t Sampler::SampleFrom(const std::vector<float>& probs, int64_t position) const {
+  const double u = Uniform(position);
   double total = 0;
   for (float x : probs) total += x;
   double acc = 0;
@@ -95,10 +108,10 @@ int32_t Sampler::SampleFrom(const std::vector<float>& probs) {
   return last;
 }
 
-int32_t Sampler::Sample(const float* logits, int V, const SamplingParams& p) {
+int32_t Sampler::Sample(const float* logits, int V, const SamplingParams& p, int64_t position) {
   if (p.greedy()) return GreedyToken(logits, V);
   Probs(logits, V, p, &scratch_);
-  return SampleFrom(scratch_);
+  return SampleFrom(scratch_, position);
 }
 
 }  // namespace specd

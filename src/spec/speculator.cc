@@ -125,7 +125,7 @@ Status Speculator::Verify(int seq, int L, const float* logits, const SamplingPar
                           Sampler* sampler, SpecStep* out) {
   SpecStep& step = *out;
   step = SpecStep();
-  RETURN_IF_ERROR(VerifyTree(tree_, logits, vocab_, sampling, sampler, &step.verify));
+  RETURN_IF_ERROR(VerifyTree(tree_, logits, vocab_, sampling, sampler, L + 1, &step.verify));
   if (tree_.size() > 1) {
     for (int d : tree_.depth) step.drafted = std::max(step.drafted, d);
     step.accepted = static_cast<int>(step.verify.path.size()) - 1;

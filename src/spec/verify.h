@@ -5,15 +5,15 @@
 // argmax at the last accepted node is the bonus token. The output equals
 // plain greedy decoding token for token.
 //
-// Sampling (temperature > 0), lossless tree rejection sampling for
-// deterministic drafts (SpecInfer's multi-candidate rule with a point-mass
-// draft, as SGLang's target-only tree sampling): at node u with target
-// distribution p (after temperature/top-k/top-p/min-p), try the children in
-// order; accept child c with probability p(c) / (remaining mass); on
-// rejection set p(c) = 0 and renormalize. If every child is rejected, the
-// bonus token is drawn from what remains. Each emitted token is therefore
-// distributed exactly as p: P(c_k) = p(c_k) for proposed tokens, and other
-// tokens keep their relative mass.
+// Sampling (temperature > 0): the same walk with the sampled token in place
+// of the argmax. The token after a node at depth d is the Sampler's draw for
+// position first_position + d (sampling/sampler.h: a function of the seed,
+// the position and that node's logits row only), so the emitted tokens are
+// exactly the tokens plain sampling with the same seed would produce, for any
+// tree. Lossless: each emitted token is distributed as the filtered target
+// distribution p; a node's children are accepted with probability
+// sum over children of p(child), as with SpecInfer's multi-candidate rule for
+// deterministic drafts.
 //
 // Every row verification reads is checked first (CheckLogitsRow): a NaN there
 // must end the request, not be silently accepted or rejected.
@@ -36,10 +36,12 @@ struct VerifyResult {
 };
 
 // logits: (tree.size(), vocab), row i for node i. Only the rows of the nodes
-// on the accepted path are read. When one of them cannot be sampled, returns
+// on the accepted path are read. first_position: the sequence position of the
+// token the root's row predicts (the root token's position + 1). When one of them cannot be sampled, returns
 // CheckLogitsRow's error with out->path ending at that node (its position is
 // the root's plus out->path.size() - 1) and out->emitted empty.
 Status VerifyTree(const DraftTree& tree, const float* logits, int vocab,
-                  const SamplingParams& params, Sampler* sampler, VerifyResult* out);
+                  const SamplingParams& params, Sampler* sampler, int64_t first_position,
+                  VerifyResult* out);
 
 }  // namespace specd

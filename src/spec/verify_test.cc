@@ -63,7 +63,7 @@ TEST(VerifyTest, GreedyFollowsTargetArgmax) {
   add({{6, 0.7f}, {5, 0.3f}});  // node 3: leaf, bonus 6
   Sampler s(0);
   VerifyResult r;
-  ASSERT_TRUE(VerifyTree(t, logits.data(), V, SamplingParams{}, &s, &r).ok());
+  ASSERT_TRUE(VerifyTree(t, logits.data(), V, SamplingParams{}, &s, 0, &r).ok());
   EXPECT_EQ(r.path, (std::vector<int>{0, 1, 3}));
   EXPECT_EQ(r.emitted, (std::vector<int32_t>{2, 4, 6}));
   EXPECT_EQ(r.bonus_token, 6);
@@ -76,7 +76,7 @@ TEST(VerifyTest, GreedyRejectsAtRoot) {
   logits[5] = 3.f;  // root argmax 5: no child carries it
   Sampler s(0);
   VerifyResult r;
-  ASSERT_TRUE(VerifyTree(t, logits.data(), V, SamplingParams{}, &s, &r).ok());
+  ASSERT_TRUE(VerifyTree(t, logits.data(), V, SamplingParams{}, &s, 0, &r).ok());
   EXPECT_EQ(r.path, (std::vector<int>{0}));
   EXPECT_EQ(r.emitted, (std::vector<int32_t>{5}));
 }
@@ -105,7 +105,7 @@ TEST(VerifyTest, NonFiniteRowOnThePathEndsVerification) {
       logits[static_cast<size_t>(node) * V + 7] = std::numeric_limits<float>::quiet_NaN();
       Sampler s(3);
       VerifyResult r;
-      const Status st = VerifyTree(t, logits.data(), V, sp, &s, &r);
+      const Status st = VerifyTree(t, logits.data(), V, sp, &s, 0, &r);
       if (!sp.greedy() && st.ok()) {
         // Sampling may leave the greedy path before reaching `node`: then
         // its row was never read.
@@ -128,7 +128,7 @@ TEST(VerifyTest, RowsOffThePathAreNotRead) {
   for (int i = 0; i < V; ++i) logits[2 * V + i] = std::numeric_limits<float>::quiet_NaN();
   Sampler s(0);
   VerifyResult r;
-  ASSERT_TRUE(VerifyTree(t, logits.data(), V, SamplingParams{}, &s, &r).ok());
+  ASSERT_TRUE(VerifyTree(t, logits.data(), V, SamplingParams{}, &s, 0, &r).ok());
   EXPECT_EQ(r.emitted, (std::vector<int32_t>{2, 4, 6}));
 }
 
@@ -153,7 +153,7 @@ TEST(VerifyTest, SamplingIsLosslessForFirstToken) {
   int after2 = 0, four_after2 = 0;
   for (int i = 0; i < n; ++i) {
     VerifyResult r;
-    ASSERT_TRUE(VerifyTree(t, logits.data(), V, sp, &s, &r).ok());
+    ASSERT_TRUE(VerifyTree(t, logits.data(), V, sp, &s, 10 * i, &r).ok());
     count[r.emitted[0]]++;
     if (r.emitted[0] == 2) {
       ++after2;
