@@ -4,6 +4,7 @@
 
 #include "app/commands.h"
 #include "base/logging.h"
+#include "modelgen/eagle3_fixture.h"
 #include "modelgen/fixture.h"
 
 namespace specd::app {
@@ -13,12 +14,17 @@ void AddMakeModelCommand(CLI::App& root, int* exit_code) {
   struct Args {
     FixtureOptions options;
     std::string dtype = "f32";
+    std::string target;
   };
   auto args = std::make_shared<Args>();
   std::string presets;
   for (const std::string& n : FixturePresetNames()) presets += (presets.empty() ? "" : ", ") + n;
-  sub->add_option("--preset", args->options.preset, "Model shape: " + presets)
+  sub->add_option("--preset", args->options.preset,
+                  "Model shape: " + presets +
+                      "; or eagle3-head: a random EAGLE-3 draft head for --target (safetensors)")
       ->capture_default_str();
+  sub->add_option("--target", args->target,
+                  "eagle3-head: the target model (folder or .gguf) whose shapes the head takes");
   sub->add_option("--format", args->options.format, "safetensors (--out is a folder) or gguf "
                                                     "(--out is a file)")
       ->capture_default_str();
@@ -41,7 +47,19 @@ void AddMakeModelCommand(CLI::App& root, int* exit_code) {
       return;
     }
     args->options.dtype = *dt;
-    Status st = MakeFixture(args->options);
+    Status st;
+    if (args->options.preset == "eagle3-head") {
+      Eagle3FixtureOptions eo;
+      eo.target = args->target;
+      eo.out = args->options.out;
+      eo.dtype = *dt;
+      eo.seed = args->options.seed;
+      st = MakeEagle3Fixture(eo);
+    } else if (!args->target.empty()) {
+      st = InvalidArgumentError("--target is for --preset eagle3-head only");
+    } else {
+      st = MakeFixture(args->options);
+    }
     if (!st.ok()) {
       LogStatus(st.WithStage("make-model"));
       *exit_code = 1;

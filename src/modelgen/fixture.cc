@@ -178,6 +178,33 @@ float WeightStd(const std::string& name, const ModelConfig& c) {
 
 }  // namespace
 
+WeightSource RandomWeight(const ModelConfig& c, const TensorSpec& spec, uint64_t seed) {
+  const int64_t cols = spec.shape.back();
+  const bool is_norm = spec.name.size() > 7 &&
+                       spec.name.compare(spec.name.size() - 7, 7, ".weight") == 0 &&
+                       spec.shape.size() == 1;
+  RowFn fn;
+  if (is_norm) {
+    fn = [cols](int64_t, float* dst) { std::fill(dst, dst + cols, 1.f); };
+  } else {
+    // Keyed by the name without tensor_prefix: a wrapped checkpoint (Kimi-K2.5)
+    // holds the same values as the plain one.
+    std::string key_name = spec.name;
+    const std::string& prefix = c.tensor_prefix;
+    if (!prefix.empty() && key_name.compare(0, prefix.size(), prefix) == 0) {
+      key_name.erase(0, prefix.size());
+    }
+    const uint64_t key = HashName(key_name, seed);
+    const float scale = WeightStd(key_name, c) / 0.02f;
+    fn = [key, cols, scale](int64_t r, float* dst) {
+      for (int64_t i = 0; i < cols; ++i) {
+        dst[i] = RandomValue(key, static_cast<uint64_t>(r * cols + i)) * scale;
+      }
+    };
+  }
+  return {spec.name, spec.shape, std::move(fn)};
+}
+
 std::vector<std::string> FixturePresetNames() {
   return {
       "tiny",
@@ -289,37 +316,6 @@ StatusOr<ModelConfig> FixturePreset(const std::string& name) {
   RETURN_IF_ERROR(c.Validate("preset " + name));
   return c;
 }
-
-namespace {
-
-WeightSource RandomWeight(const ModelConfig& c, const TensorSpec& spec, uint64_t seed) {
-  const int64_t cols = spec.shape.back();
-  const bool is_norm = spec.name.size() > 7 &&
-                       spec.name.compare(spec.name.size() - 7, 7, ".weight") == 0 &&
-                       spec.shape.size() == 1;
-  RowFn fn;
-  if (is_norm) {
-    fn = [cols](int64_t, float* dst) { std::fill(dst, dst + cols, 1.f); };
-  } else {
-    // Keyed by the name without tensor_prefix: a wrapped checkpoint (Kimi-K2.5)
-    // holds the same values as the plain one.
-    std::string key_name = spec.name;
-    const std::string& prefix = c.tensor_prefix;
-    if (!prefix.empty() && key_name.compare(0, prefix.size(), prefix) == 0) {
-      key_name.erase(0, prefix.size());
-    }
-    const uint64_t key = HashName(key_name, seed);
-    const float scale = WeightStd(key_name, c) / 0.02f;
-    fn = [key, cols, scale](int64_t r, float* dst) {
-      for (int64_t i = 0; i < cols; ++i) {
-        dst[i] = RandomValue(key, static_cast<uint64_t>(r * cols + i)) * scale;
-      }
-    };
-  }
-  return {spec.name, spec.shape, std::move(fn)};
-}
-
-}  // namespace
 
 std::vector<WeightSource> RandomWeights(const ModelConfig& c, uint64_t seed) {
   std::vector<WeightSource> out;

@@ -48,6 +48,11 @@ namespace specd {
 StatusOr<ModelConfig> FixturePreset(const std::string& name);
 std::vector<std::string> FixturePresetNames();
 
+// Random values for one tensor of `c`: 1-D ".weight" tensors (norms) are 1,
+// everything else a function of (seed, name without tensor_prefix, index),
+// roughly N(0, 0.02) (routers wider, see above).
+WeightSource RandomWeight(const ModelConfig& c, const TensorSpec& spec, uint64_t seed);
+
 // Random weights for `c` in ExpectedTensors order (HF layout).
 std::vector<WeightSource> RandomWeights(const ModelConfig& c, uint64_t seed);
 
