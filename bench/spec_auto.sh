@@ -8,8 +8,11 @@
 #
 # Rows (ROWS, space-separated):
 #   demo:T               the embedded demo model with its trained EAGLE-3 head, T threads
-#   PRESET:DTYPE:T       a random-weight GGUF (specd make-model) with n-gram drafting on
+#   PRESET:DTYPE:T       a random-weight model (specd make-model: a GGUF for q8_0/q4_0, a
+#                        safetensors folder for bf16/f16/f32) with n-gram drafting on
 #                        bench's random-id prompts (non-repetitive), T threads
+#   PRESET:DTYPE:T:eagle3  the same model with a random EAGLE-3 head (make-model --preset
+#                        eagle3-head): real shapes, drafts almost never accepted
 # Environment: MODELS_DIR (default /tmp/specd-models), REPEATS (default 3),
 # TOKENS (default 64).
 set -euo pipefail
@@ -29,17 +32,30 @@ trap 'rm -rf "$OUT"' EXIT
 printf '%-24s %10s %10s %12s %-28s %10s %s\n' row plain_tok_s auto_tok_s auto/plain \
   "best fixed shape" auto/best "auto depths"
 for row in $ROWS; do
-  IFS=: read -r a b c <<<"$row"
+  IFS=: read -r a b c d <<<"$row"
   if [ "$a" = demo ]; then
     threads=$b
     model=$ROOT/models/demo
     algo="--speculative-algorithm EAGLE3 --draft-model $ROOT/models/demo/eagle3"
   else
     threads=$c
-    model=$MODELS_DIR/$a-$b.gguf
-    [ -f "$model" ] || "$SPECD" make-model --preset "$a" --format gguf --dtype "$b" \
-      --out "$model" >/dev/null 2>&1
+    case $b in
+      q8_0|q4_0)
+        model=$MODELS_DIR/$a-$b.gguf
+        [ -f "$model" ] || "$SPECD" make-model --preset "$a" --format gguf --dtype "$b" \
+          --out "$model" >/dev/null 2>&1 ;;
+      *)
+        model=$MODELS_DIR/$a-$b
+        [ -d "$model" ] || "$SPECD" make-model --preset "$a" --dtype "$b" \
+          --out "$model" >/dev/null 2>&1 ;;
+    esac
     algo="--speculative-algorithm NGRAM"
+    if [ "${d:-}" = eagle3 ]; then
+      head=$MODELS_DIR/$a-eagle3-head  # the same shapes for every dtype of the preset
+      [ -d "$head" ] || "$SPECD" make-model --preset eagle3-head --target "$model" \
+        --dtype bf16 --out "$head" >/dev/null 2>&1
+      algo="--speculative-algorithm EAGLE3 --draft-model $head"
+    fi
   fi
   fixed=()
   for k in 1 2 4; do
