@@ -123,6 +123,7 @@ Status Scheduler::Start() {
 }
 
 Status Scheduler::RunToCompletion(const std::function<void()>& after_step) {
+  inline_ = true;
   RETURN_IF_ERROR(Validate());
   RETURN_IF_ERROR(PrepareStepCosts().WithStage("step costs"));
   while (true) {
@@ -385,9 +386,7 @@ Status NonFiniteLogitsError(const Sequence& r, int pos, const Status& why) {
 bool Scheduler::SampleRow(Sequence& r, const float* logits, int pos, int32_t* token) {
   const int V = engine_->config().vocab_size;
   if (Status s = CheckLogitsRow(logits, V); !s.ok()) {
-    s = NonFiniteLogitsError(r, pos, s);
-    LogStatus(s);
-    Finish(r, "error", s);
+    FailRequest(r, NonFiniteLogitsError(r, pos, s));
     return false;
   }
   *token = r.sampler.Sample(logits, V, r.req.sampling, pos + 1);
@@ -491,8 +490,7 @@ Status Scheduler::RunBatch() {
       r->step_draft_s = draft.Seconds();
       r->stats.draft_s += r->step_draft_s;
       if (!s.ok()) {
-        LogStatus(s);
-        Finish(*r, "error", s);
+        FailRequest(*r, s);
         continue;
       }
       r->step_tokens = static_cast<int>(in.tokens.size());
@@ -604,14 +602,16 @@ Status Scheduler::RunBatch() {
       }
       if (sampled) EmitTokens(r, {t}, out_.logits.data(), {row0}, now);
     }
-    if (!s.ok()) {
-      LogStatus(s);
-      Finish(r, "error", s);
-    }
+    if (!s.ok()) FailRequest(r, s);
   }
   std::erase_if(running_, [](const std::unique_ptr<Sequence>& r) { return r->done(); });
   if (prof.enabled()) prof.AddStep(NowNanos() - step_start);
   return Status::Ok();
+}
+
+void Scheduler::FailRequest(Sequence& r, const Status& s) {
+  if (!inline_) LogStatus(s);
+  Finish(r, "error", s);
 }
 
 void Scheduler::FailAll(const Status& s) {

@@ -119,6 +119,9 @@ class Scheduler {
   // with an error naming the request and position when the row cannot be
   // sampled (CheckLogitsRow). Returns false when r ended.
   bool SampleRow(Sequence& r, const float* logits, int pos, int32_t* token);
+  // Ends r with `s`. Logged here when serving; RunToCompletion's caller
+  // reports the request's error itself (Generate returns it).
+  void FailRequest(Sequence& r, const Status& s);
   void FailAll(const Status& s) EXCLUDES(mu_);
   void PublishGauges();
 
@@ -127,6 +130,7 @@ class Scheduler {
   Eagle3Head* head_;
   SchedulerOptions options_;
   int max_prompt_tokens_ = 0;
+  bool inline_ = false;  // RunToCompletion, on the caller's thread
   SchedulerMetrics metrics_;
 
   mutable Mutex mu_;
