@@ -28,6 +28,11 @@ TEST(Eagle3FixtureE2eTest, RandomHeadLoadsAndSpeculativeGreedyEqualsPlain) {
   int st = 0;
   std::string out = RunCommand(SpecdBinary() + " make-model --preset tiny --out " + model + " 2>&1", &st);
   ASSERT_EQ(st, 0) << out;
+  // A draft vocabulary smaller than the target's (the head maps it by d2t).
+  out = RunCommand(SpecdBinary() + " make-model --preset eagle3-head --dtype f32 --target " + model +
+                       " --out " + head + "-small --draft-vocab 100 2>&1",
+                   &st);
+  ASSERT_EQ(st, 0) << out;
   out = RunCommand(SpecdBinary() + " make-model --preset eagle3-head --dtype f32 --target " + model +
                        " --out " + head + " 2>&1",
                    &st);
@@ -46,6 +51,11 @@ TEST(Eagle3FixtureE2eTest, RandomHeadLoadsAndSpeculativeGreedyEqualsPlain) {
     ASSERT_EQ(st, 0) << spec;
     EXPECT_EQ(TokenIds(spec), TokenIds(plain)) << "shape: " << shape;
   }
+  const std::string small = RunCommand(gen + " --speculative-algorithm EAGLE3 --draft-model " +
+                                           head + "-small --speculative-num-steps 3 2>/dev/null",
+                                       &st);
+  ASSERT_EQ(st, 0) << small;
+  EXPECT_EQ(TokenIds(small), TokenIds(plain));
 }
 
 TEST(Eagle3FixtureE2eTest, RefusesAnMlaTargetAndAMissingTarget) {

@@ -15,6 +15,7 @@ void AddMakeModelCommand(CLI::App& root, int* exit_code) {
     FixtureOptions options;
     std::string dtype = "f32";
     std::string target;
+    int draft_vocab = 0;
   };
   auto args = std::make_shared<Args>();
   std::string presets;
@@ -25,6 +26,8 @@ void AddMakeModelCommand(CLI::App& root, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--target", args->target,
                   "eagle3-head: the target model (folder or .gguf) whose shapes the head takes");
+  sub->add_option("--draft-vocab", args->draft_vocab,
+                  "eagle3-head: draft vocabulary size (default min(target vocabulary, 32000))");
   sub->add_option("--format", args->options.format, "safetensors (--out is a folder) or gguf "
                                                     "(--out is a file)")
       ->capture_default_str();
@@ -54,6 +57,7 @@ void AddMakeModelCommand(CLI::App& root, int* exit_code) {
       eo.out = args->options.out;
       eo.dtype = *dt;
       eo.seed = args->options.seed;
+      eo.draft_vocab = args->draft_vocab;
       st = MakeEagle3Fixture(eo);
     } else if (!args->target.empty()) {
       st = InvalidArgumentError("--target is for --preset eagle3-head only");

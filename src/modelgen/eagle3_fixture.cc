@@ -95,6 +95,10 @@ Status MakeEagle3Fixture(const Eagle3FixtureOptions& o) {
     WeightSource ws = RandomWeight(h, spec, o.seed);
     RETURN_IF_ERROR(w.AddTensor(ws.name, o.dtype, ws.shape, ws.rows));
   }
+  // d2t[i] = target id - draft id: all zero, draft token i is target token i.
+  const std::vector<int64_t> d2t(h.draft_vocab_size, 0);
+  RETURN_IF_ERROR(w.AddRawTensor("d2t", DType::kI64, {h.draft_vocab_size}, d2t.data(),
+                                 d2t.size() * sizeof(int64_t)));
   RETURN_IF_ERROR(w.Write(o.out + "/model.safetensors"));
   RETURN_IF_ERROR(WriteStringToFile(o.out + "/config.json", Eagle3ConfigJson(h, o.dtype)));
   LOG_INFO("make-model", "wrote a random EAGLE-3 head for {} ({}, hidden {}, draft vocab {}, aux "

@@ -25,8 +25,8 @@ struct Eagle3FixtureOptions {
 // The head's config for target `t`: LlamaForCausalLMEagle3 with the target's
 // hidden size, heads, head_dim, FFN width, RoPE and vocabulary, one midlayer,
 // aux hidden states from layers {2, L/2, L-3} (SGLang's default for Llama
-// targets, clamped into [0, L-1]), no embed_tokens (the target's is shared)
-// and no d2t (draft token i is target token i).
+// targets, clamped into [0, L-1]), no embed_tokens (the target's is shared);
+// the written d2t maps draft token i to target token i.
 ModelConfig Eagle3FixtureConfig(const ModelConfig& t, int draft_vocab);
 
 // config.json text for a head config from Eagle3FixtureConfig.
