@@ -31,14 +31,7 @@ using Clock = std::chrono::steady_clock;
 using testing::RunCommand;
 using testing::SpecdBinary;
 using Serve = testing::ServeProcess;
-
-int ShmEntries() {
-  int n = 0;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/dev/shm", ec))
-    n += e.path().filename().string().find("specd") != std::string::npos;
-  return n;
-}
+using testing::ShmEntries;
 
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -73,38 +66,13 @@ std::string Completion(int port, int max_tokens = 16) {
   return "200 " + j["choices"][0]["logprobs"]["tokens"].dump();
 }
 
-struct StreamResult {
-  std::string sse;
-  double error_after_s = -1;  // from `on_first`'s return to the error event
-};
-
 // Streams a long completion; `on_first` runs once the first token arrived.
-StreamResult Stream(int port, const std::function<void()>& on_first) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(30, 0);
-  StreamResult r;
-  bool first = true;
-  Clock::time_point t0;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.set_header("Content-Type", "application/json");
-  // logprobs: one event per token (the tiny model's tokens have no text).
-  req.body = "{\"prompt\": [1,2,3], \"max_tokens\": 2000, \"temperature\": 0, "
-             "\"ignore_eos\": true, \"stream\": true, \"logprobs\": 1}";
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    r.sse.append(data, n);
-    if (first && r.sse.find("\"choices\"") != std::string::npos) {
-      first = false;
-      on_first();
-      t0 = Clock::now();
-    }
-    if (!first && r.error_after_s < 0 && r.sse.find("data: {\"error\"") != std::string::npos)
-      r.error_after_s = Since(t0);
-    return true;
-  };
-  (void)c.send(req);
-  return r;
+// logprobs: one event per token (the tiny model's tokens have no text).
+testing::StreamResult Stream(int port, const std::function<void()>& on_first) {
+  return testing::StreamCompletion(port,
+                                   "{\"prompt\": [1,2,3], \"max_tokens\": 2000, \"temperature\": 0, "
+                                   "\"ignore_eos\": true, \"stream\": true, \"logprobs\": 1}",
+                                   on_first);
 }
 
 class RankRecoveryTest : public ::testing::Test {
@@ -137,7 +105,7 @@ class RankRecoveryTest : public ::testing::Test {
     ASSERT_TRUE(s.Start(Args("2", "0"), "", &why)) << why;
     const int pid = RankPid(s, rank, 0);
     ASSERT_GT(pid, 0) << s.log();
-    const StreamResult r = Stream(s.port(), [&] { ::kill(pid, SIGKILL); });
+    const testing::StreamResult r = Stream(s.port(), [&] { ::kill(pid, SIGKILL); });
     const size_t err = r.sse.find("data: {\"error\"");
     ASSERT_NE(err, std::string::npos) << r.sse.substr(0, 2000);
     const std::string rest = r.sse.substr(err);

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -110,5 +112,49 @@ class ServeProcess {
   int port_ = 0;
   int early_exit_ = -1;
 };
+
+// Entries of /dev/shm that specd could have created.
+inline int ShmEntries() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec))
+    n += e.path().filename().string().find("specd") != std::string::npos;
+  return n;
+}
+
+struct StreamResult {
+  std::string sse;            // the raw server-sent events
+  double error_after_s = -1;  // from on_first's return to the first error event
+};
+
+// POSTs `body` (a streaming /v1/completions request) and collects the
+// events; `on_first` (may be empty) runs once the first token event arrived.
+inline StreamResult StreamCompletion(int port, const std::string& body,
+                                     const std::function<void()>& on_first) {
+  using Clock = std::chrono::steady_clock;
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(30, 0);
+  StreamResult r;
+  bool first = true;
+  Clock::time_point t0;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.set_header("Content-Type", "application/json");
+  req.body = body;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    r.sse.append(data, n);
+    if (first && r.sse.find("\"choices\"") != std::string::npos) {
+      first = false;
+      if (on_first) on_first();
+      t0 = Clock::now();
+    }
+    if (!first && r.error_after_s < 0 && r.sse.find("data: {\"error\"") != std::string::npos)
+      r.error_after_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    return true;
+  };
+  (void)c.send(req);
+  return r;
+}
 
 }  // namespace specd::testing

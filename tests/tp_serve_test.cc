@@ -31,15 +31,7 @@ namespace fs = std::filesystem;
 using testing::RunCommand;
 using testing::SpecdBinary;
 using Serve = testing::ServeProcess;
-
-// Entries of /dev/shm that specd could have created.
-int ShmEntries() {
-  int n = 0;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/dev/shm", ec))
-    n += e.path().filename().string().find("specd") != std::string::npos;
-  return n;
-}
+using testing::ShmEntries;
 
 // A completion's generated token ids (the "<id>" strings of logprobs.tokens:
 // the tiny model has no tokenizer).
@@ -58,30 +50,16 @@ std::vector<std::string> Completion(int port, const std::string& prompt_ids, int
 }
 
 // Streams a long completion; `on_first` runs after the first token event.
+// logprobs: one event per token (the tiny model's tokens have no text).
 // Returns the raw SSE text.
 std::string Stream(int port, int max_tokens, const std::function<void()>& on_first) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(30, 0);
-  std::string sse;
-  bool first = true;
-  const std::string body = "{\"prompt\": [1,2,3], \"max_tokens\": " + std::to_string(max_tokens) +
-                           ", \"temperature\": 0, \"ignore_eos\": true, \"stream\": true}";
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.set_header("Content-Type", "application/json");
-  req.body = body;
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    sse.append(data, n);
-    if (first && sse.find("\"choices\"") != std::string::npos) {
-      first = false;
-      if (on_first) on_first();
-    }
-    return true;
-  };
-  auto res = c.send(req);
-  (void)res;
-  return sse;
+  return testing::StreamCompletion(port,
+                                   "{\"prompt\": [1,2,3], \"max_tokens\": " +
+                                       std::to_string(max_tokens) +
+                                       ", \"temperature\": 0, \"ignore_eos\": true, "
+                                       "\"stream\": true, \"logprobs\": 1}",
+                                   on_first)
+      .sse;
 }
 
 class TpServeTest : public ::testing::Test {
