@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/logging.h"
+#include "http/http_request.h"
 
 namespace specd::launch {
 
@@ -41,8 +42,9 @@ struct ServeProxy::Conn {
   State state = kHead;
   // The request being served.
   std::string method, target, version;
-  std::vector<std::pair<std::string, std::string>> headers;
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
   size_t content_length = 0;
+  std::unique_ptr<http::ChunkedDecoder> chunked;  // a chunked body being read
   std::string body;
   bool keep_alive = true;
   bool sse = false;  // the response is text/event-stream
@@ -81,13 +83,6 @@ std::string Lower(std::string s) {
   return s;
 }
 
-std::string Trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  size_t e = s.find_last_not_of(" \t");
-  return s.substr(b, e - b + 1);
-}
-
 // Headers that describe one hop, not the message (RFC 9110 7.6.1), plus the
 // framing ones the proxy sets itself.
 bool HopByHop(const std::string& lower_name) {
@@ -97,22 +92,6 @@ bool HopByHop(const std::string& lower_name) {
                                        "content-length", "expect"};
   return std::any_of(std::begin(kNames), std::end(kNames),
                      [&](const char* n) { return lower_name == n; });
-}
-
-const char* Reason(int code) {
-  switch (code) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 431: return "Request Header Fields Too Large";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
-  }
 }
 
 std::string ErrorJson(const std::string& message, const std::string& type,
@@ -376,72 +355,51 @@ void ServeProxy::OnRead(Conn* c) {
                              " bytes", "invalid_request_error", "header_too_large");
       return;
     }
-    std::string head(head_len, '\0');
-    evbuffer_remove(in, head.data(), head_len);
-    // Request line, then "Name: value" lines.
-    c->headers.clear();
+    std::string head(head_len - 4, '\0');
+    evbuffer_remove(in, head.data(), head_len - 4);
+    evbuffer_drain(in, 4);
     c->body.clear();
     c->content_length = 0;
+    c->chunked.reset();
     c->sse = false;
     c->head_sent = c->chunked_out = false;
-    size_t eol = head.find("\r\n");
-    const std::string line = head.substr(0, eol);
-    const size_t s1 = line.find(' '), s2 = line.rfind(' ');
-    if (s1 == std::string::npos || s2 == s1) {
-      ReplyError(c, 400, "malformed request line", "invalid_request_error", "bad_request");
+    c->version = "HTTP/1.1";  // for an error reply to a head that does not parse
+    StatusOr<http::HttpRequest> parsed = http::ParseRequestHead(head);
+    if (!parsed.ok()) {
+      ReplyError(c, 400, parsed.status().message(), "invalid_request_error", "bad_request");
       return;
     }
-    c->method = line.substr(0, s1);
-    c->target = line.substr(s1 + 1, s2 - s1 - 1);
-    c->version = line.substr(s2 + 1);
-    if (c->version != "HTTP/1.1" && c->version != "HTTP/1.0") {
-      c->version = "HTTP/1.1";
-      ReplyError(c, 400, "unsupported HTTP version (expected HTTP/1.0 or HTTP/1.1)",
-                 "invalid_request_error", "bad_request");
-      return;
-    }
-    c->keep_alive = c->version == "HTTP/1.1";
-    bool has_length = false, chunked = false, expect_continue = false;
-    size_t pos = eol + 2;
-    while (pos < head_len - 2) {
-      size_t e = head.find("\r\n", pos);
-      const std::string h = head.substr(pos, e - pos);
-      pos = e + 2;
-      const size_t colon = h.find(':');
-      if (colon == std::string::npos || colon == 0 || h[0] == ' ' || h[0] == '\t') {
-        ReplyError(c, 400, "malformed header line", "invalid_request_error", "bad_request");
+    http::HttpRequest& r = *parsed;
+    c->method = r.method;
+    c->target = r.target;
+    c->version = "HTTP/1." + std::to_string(r.minor_version);
+    c->keep_alive = r.KeepAlive();
+    const std::string te = Lower(r.Header("transfer-encoding"));
+    const size_t n_cl = r.HeaderCount("content-length");
+    const bool expect_continue = Lower(r.Header("expect")) == "100-continue";
+    if (!te.empty()) {
+      if (n_cl > 0) {
+        ReplyError(c, 400, "a request may not carry both Transfer-Encoding and Content-Length",
+                   "invalid_request_error", "bad_request");
         return;
       }
-      std::string name = h.substr(0, colon), value = Trim(h.substr(colon + 1));
-      const std::string lname = Lower(name);
-      if (lname == "content-length") {
-        char* endp = nullptr;
-        errno = 0;
-        const unsigned long long v = std::strtoull(value.c_str(), &endp, 10);
-        if (value.empty() || *endp != '\0' || errno != 0 || value[0] == '-' ||
-            (has_length && v != c->content_length)) {
-          ReplyError(c, 400, "malformed Content-Length '" + value + "'",
-                     "invalid_request_error", "bad_request");
-          return;
-        }
-        has_length = true;
-        c->content_length = v;
-      } else if (lname == "transfer-encoding") {
-        chunked = true;
-      } else if (lname == "connection") {
-        const std::string v = Lower(value);
-        if (v.find("close") != std::string::npos) c->keep_alive = false;
-        if (v.find("keep-alive") != std::string::npos) c->keep_alive = true;
-      } else if (lname == "expect") {
-        expect_continue = Lower(value) == "100-continue";
+      if (te.size() < 7 || te.compare(te.size() - 7, 7, "chunked") != 0) {
+        ReplyError(c, 501, "Transfer-Encoding: only 'chunked' is supported, got '" + te + "'",
+                   "invalid_request_error", "not_implemented");
+        return;
       }
-      c->headers.emplace_back(std::move(name), std::move(value));
+      c->chunked = std::make_unique<http::ChunkedDecoder>(options_.max_body_bytes);
+    } else if (n_cl > 0) {
+      uint64_t n = 0;
+      const std::string cl = r.Header("content-length");
+      if (n_cl > 1 || !http::ParseContentLength(cl, &n)) {
+        ReplyError(c, 400, "malformed Content-Length '" + cl + "'", "invalid_request_error",
+                   "bad_request");
+        return;
+      }
+      c->content_length = static_cast<size_t>(n);
     }
-    if (chunked) {
-      ReplyError(c, 411, "chunked request bodies are not supported: send Content-Length",
-                 "invalid_request_error", "length_required");
-      return;
-    }
+    c->headers = std::move(r.headers);
     if (c->content_length > options_.max_body_bytes) {
       ReplyError(c, 413, "request body of " + std::to_string(c->content_length) +
                              " bytes is over the limit of " +
@@ -451,9 +409,27 @@ void ServeProxy::OnRead(Conn* c) {
     }
     c->state = Conn::kBody;
     ArmDeadline(c, options_.body_timeout_s);
-    if (expect_continue && c->content_length > evbuffer_get_length(in)) {
+    if (expect_continue && (c->chunked || c->content_length > evbuffer_get_length(in))) {
       bufferevent_write(c->bev, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     }
+  }
+  if (c->state == Conn::kBody && c->chunked) {
+    const size_t avail = evbuffer_get_length(in);
+    if (avail == 0) return;
+    const char* data = reinterpret_cast<const char*>(evbuffer_pullup(in, -1));
+    StatusOr<size_t> used = c->chunked->Consume(std::string_view(data, avail), &c->body);
+    if (!used.ok()) {
+      const bool too_large = used.status().code() == StatusCode::kOutOfRange;
+      ReplyError(c, too_large ? 413 : 400, used.status().message(), "invalid_request_error",
+                 too_large ? "body_too_large" : "bad_request");
+      return;
+    }
+    evbuffer_drain(in, *used);
+    if (!c->chunked->done()) return;
+    c->chunked.reset();
+    evtimer_del(c->deadline);
+    Dispatch(c);
+    return;
   }
   if (c->state == Conn::kBody) {
     if (evbuffer_get_length(in) < c->content_length) return;
@@ -557,7 +533,7 @@ int ServeProxy::OnUpstreamHead(evhttp_request* req, void* arg) {
   const int code = evhttp_request_get_response_code(req);
   const char* line = evhttp_request_get_response_code_line(req);
   std::string head = c->version + " " + std::to_string(code) + " " +
-                     (line != nullptr && *line ? line : Reason(code)) + "\r\n";
+                     (line != nullptr && *line ? line : http::ReasonPhrase(code)) + "\r\n";
   evkeyvalq* hs = evhttp_request_get_input_headers(req);
   const char* length = nullptr;
   for (evkeyval* h = hs->tqh_first; h != nullptr; h = h->next.tqe_next) {
@@ -690,7 +666,7 @@ void ServeProxy::Reply(Conn* c, int code, const std::string& content_type,
                        const std::string& body, bool close) {
   if (close) c->keep_alive = false;
   std::string head = c->version.empty() ? "HTTP/1.1" : c->version;
-  head += " " + std::to_string(code) + " " + Reason(code) + "\r\nContent-Type: " + content_type +
+  head += " " + std::to_string(code) + " " + http::ReasonPhrase(code) + "\r\nContent-Type: " + content_type +
           "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   if (code == 503 && state_ == State::kRecovering) head += "Retry-After: 1\r\n";
   head += c->keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";

@@ -439,16 +439,37 @@ TEST_F(ServeProxyTest, LimitsAnsweredBeforeForwarding) {
     return RawExchange(port, "POST /v1/completions HTTP/1.1\r\nContent-Length: 101\r\n\r\n") +
            "|" +
            RawExchange(port,
-                       "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") +
+                       "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       "c8\r\n" + std::string(200, 'a') + "\r\n0\r\n\r\n") +
+           "|" +
+           RawExchange(port, "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n") +
            "|" + RawExchange(port, "GET /health HTTP/1.1\r\nX: " + std::string(600, 'a') +
                                        "\r\n\r\n") +
            "|" + RawExchange(port, "POST /v1/completions HTTP/1.1\r\nContent-Length: -1\r\n\r\n");
   });
   const std::string got = Pump(f);
+  // Over the body limit, by Content-Length and by a chunked body.
   EXPECT_NE(got.find("HTTP/1.1 413 "), std::string::npos) << got;
-  EXPECT_NE(got.find("HTTP/1.1 411 "), std::string::npos) << got;
+  EXPECT_NE(got.find("HTTP/1.1 413 ", got.find("HTTP/1.1 413 ") + 1), std::string::npos) << got;
+  EXPECT_NE(got.find("HTTP/1.1 501 "), std::string::npos) << got;
   EXPECT_NE(got.find("HTTP/1.1 431 "), std::string::npos) << got;
   EXPECT_NE(got.find("HTTP/1.1 400 "), std::string::npos) << got;
+}
+
+// A chunked request body (as the front end accepts at TP 1) reaches rank 0
+// whole, re-framed with a Content-Length.
+TEST_F(ServeProxyTest, ChunkedBodyIsForwardedWhole) {
+  FakeRank0 up;
+  proxy_->SetUpstream(up.port);
+  const int port = proxy_->port();
+  auto f = std::async(std::launch::async, [port] {
+    return RawExchange(port,
+                       "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+                       "Connection: close\r\n\r\n5\r\n{\"a\":\r\n3;ext=1\r\n12}\r\n0\r\n\r\n");
+  });
+  const std::string got = Pump(f);
+  EXPECT_EQ(got.find("HTTP/1.1 200 "), 0u) << got;
+  EXPECT_NE(got.find(R"({"echo":"{\"a\":12}"})"), std::string::npos) << got;
 }
 
 TEST_F(ServeProxyTest, ConnectionsOverTheCapAre503) {

@@ -34,9 +34,15 @@
 #include <vector>
 
 #include "base/status.h"
-#include "server/http_request.h"
+#include "http/http_request.h"
 
 namespace specd::server {
+
+using http::ChunkedDecoder;
+using http::HttpRequest;
+using http::ParseContentLength;
+using http::ParseRequestHead;
+using http::ReasonPhrase;
 
 struct HttpResponse {
   int status = 200;
@@ -141,8 +147,5 @@ class HttpFront {
   std::atomic<int> n_conns_{0};
   bool stopped_ = false;
 };
-
-// "HTTP/1.1 404 Not Found" reason phrases for the statuses the server sends.
-const char* ReasonPhrase(int status);
 
 }  // namespace specd::server

@@ -1,10 +1,10 @@
-#include "server/http_request.h"
+#include "http/http_request.h"
 
 #include <fmt/format.h>
 
 #include <cctype>
 
-namespace specd::server {
+namespace specd::http {
 namespace {
 
 std::string Lower(std::string_view s) {
@@ -188,4 +188,25 @@ StatusOr<size_t> ChunkedDecoder::Consume(std::string_view in, std::string* body)
   return used;
 }
 
-}  // namespace specd::server
+const char* ReasonPhrase(int status) {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    default: return status < 400 ? "OK" : status < 500 ? "Bad Request" : "Internal Server Error";
+  }
+}
+
+}  // namespace specd::http

@@ -1,9 +1,9 @@
 // Request-head parsing and chunked bodies, against hand-written requests.
-#include "server/http_request.h"
+#include "http/http_request.h"
 
 #include <gtest/gtest.h>
 
-namespace specd::server {
+namespace specd::http {
 namespace {
 
 TEST(HttpRequestTest, ParsesRequestLineAndFields) {
@@ -98,4 +98,4 @@ TEST(HttpRequestTest, ChunkedBodyErrors) {
 }
 
 }  // namespace
-}  // namespace specd::server
+}  // namespace specd::http

@@ -1,7 +1,8 @@
-// An HTTP/1.x request as the front end (server/http_front.h) reads it off a
-// connection: the head (request line and header fields) parsed in one piece
-// once its blank line has arrived, then the body framed by Content-Length or
-// chunked transfer coding (RFC 9112).
+// An HTTP/1.x request as the server's front end (server/http_front.h) and
+// the serve proxy (launch/serve_proxy.h) read it off a connection: the head
+// (request line and header fields) parsed in one piece once its blank line
+// has arrived, then the body framed by Content-Length or chunked transfer
+// coding (RFC 9112).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 
 #include "base/status.h"
 
-namespace specd::server {
+namespace specd::http {
 
 struct HttpRequest {
   std::string method;  // "GET", "POST", ... as sent (case-sensitive, RFC 9110)
@@ -63,4 +64,8 @@ class ChunkedDecoder {
   uint64_t left_ = 0;  // data bytes of the current chunk still to come
 };
 
-}  // namespace specd::server
+// The reason phrase of a status code ("Not Found"); a generic one for codes
+// without an entry.
+const char* ReasonPhrase(int status);
+
+}  // namespace specd::http
