@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-asan_modules="${SPECD_ASAN_MODULES:-base tensor kernels model loader modelgen tokenizer jinja sampling spec runtime server}"
+asan_modules="${SPECD_ASAN_MODULES:-base tensor kernels model loader modelgen tokenizer jinja sampling spec runtime http server}"
 tsan_modules="${SPECD_TSAN_MODULES:-runtime comm server}"
 asan_exclude="${SPECD_ASAN_EXCLUDE-MatMulTest|MemoryReturns|^Mpi}"
 tsan_exclude="${SPECD_TSAN_EXCLUDE-MemoryReturns|^Mpi}"
