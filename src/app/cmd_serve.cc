@@ -98,7 +98,7 @@ int RunServe(ServeFlags& f) {
     LOG_ERROR("serve", "--max-body-bytes: must be > 0, got {}", f.max_body_bytes);
     return 2;
   }
-  so.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
+  so.listen.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
   const ResolvedEngineOptions eo = ResolveEngineOptions(f.engine);
   so.model_path = eo.runner.model_path;
   auto spec = ToSpecOptions(f.spec);
@@ -123,18 +123,11 @@ int RunServe(ServeFlags& f) {
   server::ServerOptions rank0_so = so;
   if (f.launch.comm == "shm" && (eo.tp > 1 || f.restart_ranks > 0)) {
     launch::ServeProxyOptions po;
-    po.host = so.host;
-    po.port = so.port;
-    po.listen_backlog = so.listen_backlog;
-    po.header_timeout_s = so.header_timeout_s;
-    po.body_timeout_s = so.read_timeout_s;
-    po.max_header_bytes = so.max_header_bytes;
-    if (so.max_connections > 0) po.max_connections = so.max_connections;
-    po.max_body_bytes = so.max_body_bytes;
+    po.listen = so.listen;
     po.max_pending = so.scheduler.max_queue;
     job.proxy = po;
-    rank0_so.host = "127.0.0.1";
-    rank0_so.port = 0;
+    rank0_so.listen.host = "127.0.0.1";
+    rank0_so.listen.port = 0;
   }
   // The server lives on rank 0 (in its process with --tp N): it listens
   // before the model loads and turns healthy once every rank is ready.
@@ -168,8 +161,8 @@ void AddServeCommand(CLI::App& root, int* exit_code) {
   AddSpecFlags(sub, &f->spec);
   AddLaunchFlags(sub, &f->engine, &f->launch);
   server::ServerOptions& so = f->server;
-  sub->add_option("--host", so.host, "Address to listen on (default 127.0.0.1: this machine only)");
-  sub->add_option("--port", so.port, "TCP port (default 8000; 0: any free port)");
+  sub->add_option("--host", so.listen.host, "Address to listen on (default 127.0.0.1: this machine only)");
+  sub->add_option("--port", so.listen.port, "TCP port (default 8000; 0: any free port)");
   sub->add_option("--api-key", so.api_key,
                   "Require 'Authorization: Bearer KEY' on /v1 routes (default: $SPECD_API_KEY, "
                   "else none)");
@@ -187,16 +180,16 @@ void AddServeCommand(CLI::App& root, int* exit_code) {
   sub->add_option("--http-threads", so.http_threads,
                   "Worker threads for completion requests; socket I/O runs on one event loop "
                   "(default max-batch + max-queue + 16, at most 512)");
-  sub->add_option("--max-connections", so.max_connections,
+  sub->add_option("--max-connections", so.listen.max_connections,
                   "Open connections; more are answered 503 (default 4096, within the open-file "
                   "limit)");
-  sub->add_option("--header-timeout", so.header_timeout_s,
+  sub->add_option("--header-timeout", so.listen.header_timeout_s,
                   "Seconds a client has for a request's whole header, not extended by arriving "
                   "bytes (default 10)");
   sub->add_flag("--no-tokenizer", f->no_tokenizer,
                 "Serve without a tokenizer (token-id prompts on /v1/completions only), even "
                 "when the model has one; without this flag a broken tokenizer stops start-up");
-  sub->add_option("--timeout", so.read_timeout_s,
+  sub->add_option("--timeout", so.listen.body_timeout_s,
                   "Seconds a client has for a request's whole body after its header, not "
                   "extended by arriving bytes (default 30)");
   sub->add_option("--restart-ranks", f->restart_ranks,

@@ -163,7 +163,7 @@ int RunOnRanks(const ResolvedEngineOptions& ef, const LaunchFlags& lf, const Ran
       return 1;
     }
     proxy = std::move(p).value();
-    LOG_INFO("serve", "listening on http://{}:{} (forwarding to rank 0)", job.proxy->host,
+    LOG_INFO("serve", "listening on http://{}:{} (forwarding to rank 0)", job.proxy->listen.host,
              proxy->port());
   }
   SupervisorOptions sup;

@@ -133,10 +133,11 @@ std::string PathOf(const std::string& target) { return target.substr(0, target.f
 ServeProxy::ServeProxy(const ServeProxyOptions& options) : options_(options) {}
 
 StatusOr<std::unique_ptr<ServeProxy>> ServeProxy::Create(const ServeProxyOptions& options) {
-  if (options.port < 0 || options.port > 65535) {
-    return InvalidArgumentError("--port: expected 0..65535, got " + std::to_string(options.port));
+  if (options.listen.port < 0 || options.listen.port > 65535) {
+    return InvalidArgumentError("--port: expected 0..65535, got " + std::to_string(options.listen.port));
   }
   std::unique_ptr<ServeProxy> p(new ServeProxy(options));
+  if (p->options_.listen.max_connections <= 0) p->options_.listen.max_connections = 4096;
   // Each proxied request holds two sockets (client and rank 0): raise the
   // descriptor limit to its hard cap and keep the connection cap inside it,
   // so accept() never fails for want of descriptors.
@@ -148,10 +149,10 @@ StatusOr<std::unique_ptr<ServeProxy>> ServeProxy::Create(const ServeProxyOptions
       getrlimit(RLIMIT_NOFILE, &nofile);
     }
     const rlim_t fit = nofile.rlim_cur > 128 ? (nofile.rlim_cur - 64) / 2 : 32;
-    if (static_cast<rlim_t>(p->options_.max_connections) > fit) {
+    if (static_cast<rlim_t>(p->options_.listen.max_connections) > fit) {
       LOG_WARN("serve", "proxy connection cap lowered from {} to {} (descriptor limit {})",
-               p->options_.max_connections, fit, static_cast<uint64_t>(nofile.rlim_cur));
-      p->options_.max_connections = static_cast<int>(fit);
+               p->options_.listen.max_connections, fit, static_cast<uint64_t>(nofile.rlim_cur));
+      p->options_.listen.max_connections = static_cast<int>(fit);
     }
   }
   // The supervisor writes to sockets whose peer may be gone: EPIPE, not death.
@@ -163,17 +164,17 @@ StatusOr<std::unique_ptr<ServeProxy>> ServeProxy::Create(const ServeProxyOptions
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* res = nullptr;
-  const std::string where = options.host + ":" + std::to_string(options.port);
-  if (int rc = getaddrinfo(options.host.c_str(), std::to_string(options.port).c_str(), &hints,
+  const std::string where = options.listen.host + ":" + std::to_string(options.listen.port);
+  if (int rc = getaddrinfo(options.listen.host.c_str(), std::to_string(options.listen.port).c_str(), &hints,
                            &res);
       rc != 0) {
-    return InvalidArgumentError("--host: cannot resolve '" + options.host +
+    return InvalidArgumentError("--host: cannot resolve '" + options.listen.host +
                                 "': " + gai_strerror(rc));
   }
   p->listener_ = evconnlistener_new_bind(
       p->base_, &ServeProxy::OnAccept, p.get(),
       LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE,
-      options.listen_backlog, res->ai_addr, static_cast<int>(res->ai_addrlen));
+      options.listen.listen_backlog, res->ai_addr, static_cast<int>(res->ai_addrlen));
   const int err = errno;
   freeaddrinfo(res);
   if (p->listener_ == nullptr) {
@@ -271,13 +272,13 @@ void ServeProxy::OnAccept(evconnlistener*, int fd, sockaddr*, int, void* arg) {
 }
 
 void ServeProxy::Accept(int fd) {
-  if (static_cast<int>(conns_.size()) >= options_.max_connections ||
+  if (static_cast<int>(conns_.size()) >= options_.listen.max_connections ||
       state_ == State::kStopping) {
     // Over the cap: a best-effort answer on the fresh socket, then close.
     const std::string body =
         ErrorJson(state_ == State::kStopping ? "the server is shutting down"
                                              : "too many connections (at most " +
-                                                   std::to_string(options_.max_connections) + ")",
+                                                   std::to_string(options_.listen.max_connections) + ")",
                   "server_error", "overloaded");
     const std::string msg = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
                             "Content-Length: " + std::to_string(body.size()) +
@@ -303,8 +304,8 @@ void ServeProxy::Accept(int fd) {
         const bool started =
             c->state == Conn::kBody || evbuffer_get_length(bufferevent_get_input(c->bev)) > 0;
         if (!started) return p->FreeConn(c);  // idle keep-alive connection
-        const double limit = c->state == Conn::kBody ? p->options_.body_timeout_s
-                                                     : p->options_.header_timeout_s;
+        const double limit = c->state == Conn::kBody ? p->options_.listen.body_timeout_s
+                                                     : p->options_.listen.header_timeout_s;
         p->ReplyError(c, 408,
                       std::string(c->state == Conn::kBody ? "the request body" : "the request head") +
                           " did not arrive within " + fmt::format("{:g}", limit) + " s",
@@ -329,7 +330,7 @@ void ServeProxy::Accept(int fd) {
       c);
   bufferevent_enable(c->bev, EV_READ | EV_WRITE);
   conns_.insert(c);
-  ArmDeadline(c, options_.header_timeout_s);
+  ArmDeadline(c, options_.listen.header_timeout_s);
 }
 
 void ServeProxy::ArmDeadline(Conn* c, double seconds) {
@@ -343,15 +344,15 @@ void ServeProxy::OnRead(Conn* c) {
     evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, nullptr);
     const size_t avail = evbuffer_get_length(in);
     if (end.pos < 0) {
-      if (avail > options_.max_header_bytes) {
-        ReplyError(c, 431, "request head over " + std::to_string(options_.max_header_bytes) +
+      if (avail > options_.listen.max_header_bytes) {
+        ReplyError(c, 431, "request head over " + std::to_string(options_.listen.max_header_bytes) +
                                " bytes", "invalid_request_error", "header_too_large");
       }
       return;
     }
     const size_t head_len = static_cast<size_t>(end.pos) + 4;
-    if (head_len > options_.max_header_bytes) {
-      ReplyError(c, 431, "request head over " + std::to_string(options_.max_header_bytes) +
+    if (head_len > options_.listen.max_header_bytes) {
+      ReplyError(c, 431, "request head over " + std::to_string(options_.listen.max_header_bytes) +
                              " bytes", "invalid_request_error", "header_too_large");
       return;
     }
@@ -388,7 +389,7 @@ void ServeProxy::OnRead(Conn* c) {
                    "invalid_request_error", "not_implemented");
         return;
       }
-      c->chunked = std::make_unique<http::ChunkedDecoder>(options_.max_body_bytes);
+      c->chunked = std::make_unique<http::ChunkedDecoder>(options_.listen.max_body_bytes);
     } else if (n_cl > 0) {
       uint64_t n = 0;
       const std::string cl = r.Header("content-length");
@@ -400,15 +401,15 @@ void ServeProxy::OnRead(Conn* c) {
       c->content_length = static_cast<size_t>(n);
     }
     c->headers = std::move(r.headers);
-    if (c->content_length > options_.max_body_bytes) {
+    if (c->content_length > options_.listen.max_body_bytes) {
       ReplyError(c, 413, "request body of " + std::to_string(c->content_length) +
                              " bytes is over the limit of " +
-                             std::to_string(options_.max_body_bytes),
+                             std::to_string(options_.listen.max_body_bytes),
                  "invalid_request_error", "body_too_large");
       return;
     }
     c->state = Conn::kBody;
-    ArmDeadline(c, options_.body_timeout_s);
+    ArmDeadline(c, options_.listen.body_timeout_s);
     if (expect_continue && (c->chunked || c->content_length > evbuffer_get_length(in))) {
       bufferevent_write(c->bev, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     }
@@ -441,7 +442,7 @@ void ServeProxy::OnRead(Conn* c) {
   }
   // A response is in progress: later bytes wait (one request at a time), but
   // not without bound.
-  if (evbuffer_get_length(in) > options_.max_header_bytes + options_.max_body_bytes) FreeConn(c);
+  if (evbuffer_get_length(in) > options_.listen.max_header_bytes + options_.listen.max_body_bytes) FreeConn(c);
 }
 
 void ServeProxy::Dispatch(Conn* c) {
@@ -629,7 +630,7 @@ void ServeProxy::FinishResponse(Conn* c) {
   if (c->chunked_out) bufferevent_write(c->bev, "0\r\n\r\n", 5);
   if (!c->keep_alive) return CloseAfterWrite(c);
   c->state = Conn::kHead;
-  ArmDeadline(c, options_.header_timeout_s);
+  ArmDeadline(c, options_.listen.header_timeout_s);
   // A request that arrived behind this one.
   if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0) OnRead(c);
 }

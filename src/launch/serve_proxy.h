@@ -26,14 +26,14 @@
 // When the upstream connection breaks before the supervisor has said why, the
 // response waits up to upstream_lost_wait_s for GroupFailed's cause.
 //
-// Limits of its own: the request head must arrive whole within
-// header_timeout_s of the connection becoming idle and the body within
-// body_timeout_s of the head's end, neither extended by arriving bytes (408
-// otherwise, so a client trickling bytes cannot hold a connection), heads over
-// max_header_bytes get 431, a Content-Length over max_body_bytes 413 (before
-// the body is read), request bodies must carry Content-Length (411
-// otherwise), and connections over max_connections are answered 503 and
-// closed at accept (the cap is lowered to fit the process's descriptor limit,
+// Limits of its own, as the server's front end (http/listen_options.h): the
+// request head must arrive whole within header_timeout_s of the connection
+// becoming idle and the body within body_timeout_s of the head's end, neither
+// extended by arriving bytes (408 otherwise, so a client trickling bytes
+// cannot hold a connection), heads over max_header_bytes get 431, a body over
+// max_body_bytes 413 (a Content-Length is judged before the body is read;
+// chunked bodies are decoded and sent on with a Content-Length), and
+// connections over max_connections are answered 503 and closed at accept (the cap is lowered to fit the process's descriptor limit,
 // which Create raises to its hard cap). Requests on one connection are served
 // one at a time. A slow client holds back rank 0: past 1 MiB of its response
 // waiting in the proxy, rank 0's socket is not read until the client drains it.
@@ -52,6 +52,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "http/listen_options.h"
 
 struct event_base;
 struct evconnlistener;
@@ -61,14 +62,7 @@ struct sockaddr;
 namespace specd::launch {
 
 struct ServeProxyOptions {
-  std::string host = "127.0.0.1";
-  int port = 8000;  // 0: any free port (see ServeProxy::port)
-  int listen_backlog = 1024;
-  double header_timeout_s = 10;  // whole request head, from idle
-  double body_timeout_s = 30;    // whole request body, from the end of the head
-  size_t max_header_bytes = 16u << 10;
-  size_t max_body_bytes = 4u << 20;
-  int max_connections = 4096;
+  http::ListenOptions listen;  // port 0: any free port (see ServeProxy::port)
   int max_pending = 256;            // requests held while recovering
   double upstream_timeout_s = 3600;  // longest silence of rank 0 within a response
   double upstream_lost_wait_s = 1.0;

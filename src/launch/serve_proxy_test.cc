@@ -89,8 +89,8 @@ class ServeProxyTest : public ::testing::Test {
   void SetUp() override { Open(ServeProxyOptions{}); }
   void Open(ServeProxyOptions o) {
     proxy_.reset();
-    o.host = "127.0.0.1";
-    o.port = 0;
+    o.listen.host = "127.0.0.1";
+    o.listen.port = 0;
     auto p = ServeProxy::Create(o);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     proxy_ = std::move(p).value();
@@ -397,7 +397,7 @@ std::string RawExchange(int port, const std::string& send_first, const std::stri
 
 TEST_F(ServeProxyTest, HeadMustArriveWholeWithinTheDeadline) {
   ServeProxyOptions o;
-  o.header_timeout_s = 0.3;
+  o.listen.header_timeout_s = 0.3;
   Open(o);
   FakeRank0 up;
   proxy_->SetUpstream(up.port);
@@ -413,7 +413,7 @@ TEST_F(ServeProxyTest, HeadMustArriveWholeWithinTheDeadline) {
 
 TEST_F(ServeProxyTest, BodyMustArriveWholeWithinItsDeadline) {
   ServeProxyOptions o;
-  o.body_timeout_s = 0.3;
+  o.listen.body_timeout_s = 0.3;
   Open(o);
   FakeRank0 up;
   proxy_->SetUpstream(up.port);
@@ -429,8 +429,8 @@ TEST_F(ServeProxyTest, BodyMustArriveWholeWithinItsDeadline) {
 
 TEST_F(ServeProxyTest, LimitsAnsweredBeforeForwarding) {
   ServeProxyOptions o;
-  o.max_body_bytes = 100;
-  o.max_header_bytes = 512;
+  o.listen.max_body_bytes = 100;
+  o.listen.max_header_bytes = 512;
   Open(o);
   FakeRank0 up;
   proxy_->SetUpstream(up.port);
@@ -474,7 +474,7 @@ TEST_F(ServeProxyTest, ChunkedBodyIsForwardedWhole) {
 
 TEST_F(ServeProxyTest, ConnectionsOverTheCapAre503) {
   ServeProxyOptions o;
-  o.max_connections = 2;
+  o.listen.max_connections = 2;
   Open(o);
   const int port = proxy_->port();
   // Two idle connections hold the cap; the third is refused.

@@ -189,17 +189,17 @@ struct HttpFront::Impl {
         Refuse(c, 501, "Transfer-Encoding: only 'chunked' is supported, got '" + te + "'");
         return false;
       }
-      c->chunked = std::make_unique<ChunkedDecoder>(o.max_body_bytes);
+      c->chunked = std::make_unique<ChunkedDecoder>(o.listen.max_body_bytes);
     } else if (n_cl > 1 || (n_cl == 1 && !cl.empty())) {
       uint64_t n = 0;
       if (n_cl > 1 || !ParseContentLength(cl, &n)) {
         Refuse(c, 400, "Content-Length: expected one non-negative decimal integer, got '" + cl + "'");
         return false;
       }
-      if (n > o.max_body_bytes) {
+      if (n > o.listen.max_body_bytes) {
         Refuse(c, 413, fmt::format("request body of {} bytes is larger than the limit of {} bytes "
                                    "(--max-body-bytes)",
-                                   n, o.max_body_bytes));
+                                   n, o.listen.max_body_bytes));
         return false;
       }
       c->body_left = n;
@@ -239,23 +239,23 @@ struct HttpFront::Impl {
           if (len == 0) return;
           c->state = Conn::State::kHead;
           c->scanned = 0;
-          ArmTimer(c, o.header_timeout_s);
+          ArmTimer(c, o.listen.header_timeout_s);
           break;
         case Conn::State::kHead: {
           evbuffer_ptr from;
           evbuffer_ptr_set(in, &from, c->scanned > 3 ? c->scanned - 3 : 0, EVBUFFER_PTR_SET);
           const evbuffer_ptr at = evbuffer_search(in, "\r\n\r\n", 4, &from);
           if (at.pos < 0) {
-            if (len > o.max_header_bytes)
+            if (len > o.listen.max_header_bytes)
               return Refuse(c, 431, fmt::format("the request header is larger than {} bytes",
-                                                o.max_header_bytes));
+                                                o.listen.max_header_bytes));
             c->scanned = len;
             return;
           }
           const size_t head_len = static_cast<size_t>(at.pos);
-          if (head_len + 4 > o.max_header_bytes)
+          if (head_len + 4 > o.listen.max_header_bytes)
             return Refuse(c, 431, fmt::format("the request header is larger than {} bytes",
-                                              o.max_header_bytes));
+                                              o.listen.max_header_bytes));
           std::string head(head_len, '\0');
           evbuffer_remove(in, head.data(), head_len);
           evbuffer_drain(in, 4);
@@ -268,7 +268,7 @@ struct HttpFront::Impl {
             return;
           }
           c->state = Conn::State::kBody;
-          ArmTimer(c, o.body_timeout_s);
+          ArmTimer(c, o.listen.body_timeout_s);
           break;
         }
         case Conn::State::kBody: {
@@ -281,7 +281,7 @@ struct HttpFront::Impl {
               if (used.status().code() == StatusCode::kOutOfRange)
                 return Refuse(c, 413, fmt::format("request body larger than the limit of {} bytes "
                                                   "(--max-body-bytes)",
-                                                  o.max_body_bytes));
+                                                  o.listen.max_body_bytes));
               return Refuse(c, 400, used.status().message());
             }
             evbuffer_drain(in, *used);
@@ -320,11 +320,11 @@ struct HttpFront::Impl {
       case Conn::State::kHead:
         return Refuse(c, 408, fmt::format("the request header was not complete within {} s "
                                           "(--header-timeout)",
-                                          o.header_timeout_s));
+                                          o.listen.header_timeout_s));
       case Conn::State::kBody:
         return Refuse(c, 408, fmt::format("the request body was not complete within {} s of its "
                                           "header (--timeout)",
-                                          o.body_timeout_s));
+                                          o.listen.body_timeout_s));
       case Conn::State::kHandling:
         return;
       case Conn::State::kIdle:
@@ -374,7 +374,7 @@ struct HttpFront::Impl {
     }
     if (Conn* c = NewConn(im, fd, /*counted=*/true)) {
       c->state = Conn::State::kHead;
-      ArmTimer(c, im->front->options_.header_timeout_s);
+      ArmTimer(c, im->front->options_.listen.header_timeout_s);
     }
   }
 
@@ -508,9 +508,9 @@ HttpFront::HttpFront(HttpFrontOptions options, HeadCheck head_check, Handler han
 HttpFront::~HttpFront() { Stop(0); }
 
 Status HttpFront::Start() {
-  if (options_.port < 0 || options_.port > 65535)
+  if (options_.listen.port < 0 || options_.listen.port > 65535)
     return InvalidArgumentError(fmt::format("--port: expected 0..65535 (0: any free port), got {}",
-                                            options_.port))
+                                            options_.listen.port))
         .WithStage("serve");
   static std::once_flag threads_once;
   std::call_once(threads_once, [] { evthread_use_pthreads(); });
@@ -524,9 +524,9 @@ Status HttpFront::Start() {
     if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
   }
   const long fd_room = std::max<long>(16, static_cast<long>(rl.rlim_cur) - 128);
-  max_connections_ = options_.max_connections > 0 ? options_.max_connections : 4096;
+  max_connections_ = options_.listen.max_connections > 0 ? options_.listen.max_connections : 4096;
   if (max_connections_ > fd_room) {
-    if (options_.max_connections > 0)
+    if (options_.listen.max_connections > 0)
       LOG_WARN("serve", "--max-connections {} lowered to {}: the open-file limit is {}",
                max_connections_, fd_room, static_cast<long>(rl.rlim_cur));
     max_connections_ = static_cast<int>(fd_room);
@@ -537,8 +537,8 @@ Status HttpFront::Start() {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* ai = nullptr;
-  const std::string where = fmt::format("{}:{}", options_.host, options_.port);
-  if (int rc = ::getaddrinfo(options_.host.c_str(), std::to_string(options_.port).c_str(), &hints,
+  const std::string where = fmt::format("{}:{}", options_.listen.host, options_.listen.port);
+  if (int rc = ::getaddrinfo(options_.listen.host.c_str(), std::to_string(options_.listen.port).c_str(), &hints,
                              &ai);
       rc != 0)
     return IoError(fmt::format("cannot listen on {}: {}", where, gai_strerror(rc))).WithStage("serve");
@@ -556,7 +556,7 @@ Status HttpFront::Start() {
   const int bind_rc = ::bind(fd, ai->ai_addr, ai->ai_addrlen);
   const int bind_err = errno;
   ::freeaddrinfo(ai);
-  if (bind_rc != 0 || ::listen(fd, std::max(16, options_.listen_backlog)) != 0) {
+  if (bind_rc != 0 || ::listen(fd, std::max(16, options_.listen.listen_backlog)) != 0) {
     const int err = bind_rc != 0 ? bind_err : errno;
     ::close(fd);
     return IoError(fmt::format("cannot listen on {} ({}: address in use or not local?)", where,

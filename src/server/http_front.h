@@ -35,6 +35,7 @@
 
 #include "base/status.h"
 #include "http/http_request.h"
+#include "http/listen_options.h"
 
 namespace specd::server {
 
@@ -52,19 +53,9 @@ struct HttpResponse {
 };
 
 struct HttpFrontOptions {
-  std::string host = "127.0.0.1";
-  int port = 0;                // 0..65535; 0: any free port
-  int listen_backlog = 1024;   // capped by net.core.somaxconn
-  size_t max_header_bytes = 16u << 10;
-  size_t max_body_bytes = 4u << 20;
-  double header_timeout_s = 10;
-  double body_timeout_s = 30;
+  http::ListenOptions listen;
   double keep_alive_timeout_s = 5;
   double write_timeout_s = 30;
-  // Open connections; more are answered 503. 0: 4096, and never more than
-  // the process's open-file limit (raised to its hard limit at Start) leaves
-  // room for.
-  int max_connections = 0;
 };
 
 class HttpFront;

@@ -88,7 +88,7 @@ class HttpLimitsTest : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     runner_ = std::move(r).value();
     engine_ = std::make_unique<Engine>(runner_.get());
-    o.host = "127.0.0.1";
+    o.listen.host = "127.0.0.1";
     o.model_path = ro.model_path;
     o.served_model_name = "tiny";
     server_ = std::make_unique<OpenAiServer>(o);
@@ -109,23 +109,23 @@ class HttpLimitsTest : public ::testing::Test {
 
 TEST_F(HttpLimitsTest, SecondServerOnTheSamePortFails) {
   ServerOptions o;
-  o.port = 0;
+  o.listen.port = 0;
   Start(o, false);
   ServerOptions again;
-  again.host = "127.0.0.1";
-  again.port = server_->port();
+  again.listen.host = "127.0.0.1";
+  again.listen.port = server_->port();
   OpenAiServer second(again);
   Status s = second.Start();
-  ASSERT_FALSE(s.ok()) << "a second server bound port " << again.port;
+  ASSERT_FALSE(s.ok()) << "a second server bound port " << again.listen.port;
   EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
-  EXPECT_NE(s.message().find(std::to_string(again.port)), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(std::to_string(again.listen.port)), std::string::npos) << s.message();
 }
 
 TEST_F(HttpLimitsTest, PortOutsideTheTcpRangeIsRejectedByName) {
   for (int port : {65536, 99999, -1}) {
     ServerOptions o;
-    o.host = "127.0.0.1";
-    o.port = port;
+    o.listen.host = "127.0.0.1";
+    o.listen.port = port;
     OpenAiServer s(o);
     Status st = s.Start();
     ASSERT_FALSE(st.ok()) << port;
@@ -138,8 +138,8 @@ TEST_F(HttpLimitsTest, PortOutsideTheTcpRangeIsRejectedByName) {
 // The kernel reports a listening socket's backlog as its Send-Q (ss -ltn).
 TEST_F(HttpLimitsTest, ListenBacklogIsSizedForBursts) {
   ServerOptions o;
-  o.port = 0;
-  o.listen_backlog = 512;
+  o.listen.port = 0;
+  o.listen.listen_backlog = 512;
   Start(o, false);
   int st = 0;
   std::string out;
@@ -164,9 +164,9 @@ TEST_F(HttpLimitsTest, ListenBacklogIsSizedForBursts) {
 
 TEST_F(HttpLimitsTest, ContentLengthIsJudgedAtTheHeader) {
   ServerOptions o;
-  o.port = 0;
-  o.max_body_bytes = 4096;
-  o.read_timeout_s = 120;  // a server waiting for the body would answer after the client gave up
+  o.listen.port = 0;
+  o.listen.max_body_bytes = 4096;
+  o.listen.body_timeout_s = 120;  // a server waiting for the body would answer after the client gave up
   Start(o, true);
   const int port = server_->port();
   auto head = [](const std::string& len) {
@@ -200,7 +200,7 @@ TEST_F(HttpLimitsTest, OversizedPromptIsRefusedBeforeTokenizingAndMemoryReturns)
   auto tok = LoadHfTokenizer(demo);
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   ServerOptions o;
-  o.port = 0;
+  o.listen.port = 0;
   Start(o, true, tok->get());
   // (The tiny model's vocabulary is 256: a tokenized prompt fails on its
   // token ids, an untokenized one on its byte count.)

@@ -129,16 +129,9 @@ Status OpenAiServer::Start() {
     threads = std::min(512, options_.scheduler.max_batch + options_.scheduler.max_queue + 16);
   workers_ = std::make_unique<WorkerPool>(threads);
   HttpFrontOptions fo;
-  fo.host = options_.host;
-  fo.port = options_.port;
-  fo.listen_backlog = options_.listen_backlog;
-  fo.max_header_bytes = options_.max_header_bytes;
-  fo.max_body_bytes = options_.max_body_bytes;
-  fo.header_timeout_s = options_.header_timeout_s;
-  fo.body_timeout_s = options_.read_timeout_s;
+  fo.listen = options_.listen;
   fo.keep_alive_timeout_s = options_.keep_alive_timeout_s;
   fo.write_timeout_s = options_.write_timeout_s;
-  fo.max_connections = options_.max_connections;
   front_ = std::make_unique<HttpFront>(
       fo, [key = options_.api_key](const HttpRequest& head) { return CheckApiKey(head, key); },
       [this](std::shared_ptr<HttpExchange> ex) { Route(std::move(ex)); },
@@ -150,7 +143,7 @@ Status OpenAiServer::Start() {
   RETURN_IF_ERROR(front_->Start());
   port_ = front_->port();
   LOG_INFO("serve", "listening on http://{}:{} (model '{}'{}; at most {} connections)",
-           options_.host, port_, options_.served_model_name,
+           options_.listen.host, port_, options_.served_model_name,
            options_.api_key.empty() ? "" : ", API key required", front_->max_connections());
   return Status::Ok();
 }

@@ -26,8 +26,8 @@
 // Content-Length before the body is read; a malformed or negative
 // Content-Length is a 400, a POST without one a 411), prompt size bounded
 // before tokenization, 16 KiB header limit, whole-header and whole-body
-// deadlines that arriving bytes do not extend (header_timeout_s,
-// read_timeout_s), write and keep-alive timeouts, a connection cap answered
+// deadlines that arriving bytes do not extend (listen.header_timeout_s,
+// listen.body_timeout_s), write and keep-alive timeouts, a connection cap answered
 // with 503, a listen backlog sized for bursts.
 #pragma once
 
@@ -36,6 +36,7 @@
 #include <memory>
 #include <string>
 
+#include "http/listen_options.h"
 #include "runtime/engine.h"
 #include "runtime/scheduler.h"
 #include "spec/eagle3_head.h"
@@ -51,20 +52,15 @@ class WorkerPool;
 enum class Endpoint;
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 8000;               // 0..65535; 0: any free port (see OpenAiServer::port)
-  int listen_backlog = 1024;     // pending connections the kernel queues (capped by somaxconn)
+  // Address, backlog, head/body sizes and deadlines, connection cap (port 0:
+  // any free port, see OpenAiServer::port; body_timeout_s is --timeout).
+  http::ListenOptions listen;
   std::string api_key;           // empty: no authentication
   std::string served_model_name; // empty: the model file or folder name
   std::string model_path;        // where the chat template is looked up
-  size_t max_body_bytes = 4u << 20;
-  size_t max_header_bytes = 16u << 10;
   int http_threads = 0;          // workers for completions; 0: max_batch + max_queue + 16, at most 512
-  double header_timeout_s = 10;  // whole request head, from connection (or first byte) on
-  double read_timeout_s = 30;    // whole body, from the end of the head on (--timeout)
   double write_timeout_s = 30;   // a response making no progress at all
   double keep_alive_timeout_s = 5;
-  int max_connections = 0;       // open connections before 503; 0: 4096 within the fd limit
   double shutdown_grace_s = 5;
   SchedulerOptions scheduler;
 };

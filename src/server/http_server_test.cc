@@ -44,8 +44,8 @@ class HttpServerTest : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     runner_ = std::move(r).value();
     engine_ = std::make_unique<Engine>(runner_.get());
-    o.host = "127.0.0.1";
-    o.port = 0;
+    o.listen.host = "127.0.0.1";
+    o.listen.port = 0;
     o.model_path = ro.model_path;
     o.served_model_name = "tiny";
     server_ = std::make_unique<OpenAiServer>(o);
@@ -168,7 +168,7 @@ TEST_F(HttpServerTest, StreamIsServerSentEventsEndingInDone) {
 
 TEST_F(HttpServerTest, BadRequestsGetOpenAiErrors) {
   ServerOptions o;
-  o.max_body_bytes = 2048;
+  o.listen.max_body_bytes = 2048;
   StartServer(o);
   int status = 0;
   OJson e = PostJson("/v1/completions", R"({"prompt":[1],"max_tokens":"ten"})", &status);
