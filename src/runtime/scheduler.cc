@@ -17,6 +17,10 @@ constexpr int kMaxLogprobs = 20;
 // How often an idle engine loop sends the other ranks an empty step
 // (Engine::Heartbeat): well inside the communicator's deadline (60 s).
 constexpr std::chrono::milliseconds kHeartbeatPeriod{1000};
+// Most of the plain decoding time a sequence's probes may lose, by the cost
+// model's estimate (auto-shaped speculation must stay within a few percent of
+// plain decoding where drafting does not pay).
+constexpr double kProbeBudget = 0.02;
 
 }  // namespace
 
@@ -86,14 +90,17 @@ std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan
       other += c.depth[0] + 1;
     }
   }
+  int step_tokens = other, step_seqs = 0;
   if (!models.empty()) {
     const DepthChoice c = ChooseDepths(*engine_->step_costs(), models, max_depth, other);
     metrics_.predicted_speedup = c.predicted_speedup();
     for (size_t j = 0; j < index.size(); ++j) {
       depth[index[j]] = c.depth[j];
       plan[index[j]]->step_predicted_speedup = c.predicted_speedup();
+      step_tokens += c.depth[j] + 1;
     }
   }
+  for (const Sequence* r : plan) step_seqs += r->step_prefill ? 0 : 1;
   for (size_t i = 0; i < plan.size(); ++i) {
     if (depth[i] < 0) continue;
     Sequence& r = *plan[i];
@@ -106,10 +113,20 @@ std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan
       // now and then draft them to learn whether they pay. N-gram drafts
       // cost nothing to make and are often accepted whole or not at all:
       // the deepest chain; an EAGLE-3 draft costs a head forward per token:
-      // two.
-      d = r.spec->eagle() ? std::min(deepest, 2) : deepest;
-      r.plain_streak = 0;
-      r.probe_after = std::min(2 * r.probe_after, int{Sequence::kLastProbe});
+      // two. A probe the model expects to lose time waits until that loss
+      // is at most kProbeBudget of the plain steps since the last one, so
+      // where drafting is far from paying (a tiny target, against which a
+      // draft-head step is expensive) probes stay rare.
+      const int probe = r.spec->eagle() ? std::min(deepest, 2) : deepest;
+      const bool greedy = r.req.sampling.greedy();
+      const StepCosts& costs = greedy ? *engine_->step_costs() : *engine_->initial_step_costs();
+      const int tokens = greedy ? step_tokens : 1, seqs = greedy ? step_seqs : 1;
+      const double plain_s = r.plain_streak * costs.Target(tokens) / std::max(1, seqs);
+      if (ProbeLoss(costs, r.spec->acceptance(), probe, tokens, seqs) <= kProbeBudget * plain_s) {
+        d = probe;
+        r.plain_streak = 0;
+        r.probe_after = std::min(2 * r.probe_after, int{Sequence::kLastProbe});
+      }
     }
     depth[i] = d;
     std::vector<int>& hist = r.stats.depth_hist;

@@ -18,7 +18,7 @@ constexpr double kMargin = 0.05;
 
 }  // namespace
 
-double StepCosts::Target(int n) const {
+double StepCosts::Measured(int n) const {
   const int m = static_cast<int>(target.size());
   if (n <= m) return target[std::max(1, n) - 1];
   if (m == 1) return target[0] * n;
@@ -26,10 +26,25 @@ double StepCosts::Target(int n) const {
   return target[m - 1] + slope * (n - m);
 }
 
+double StepCosts::Target(int n) const {
+  const size_t i = static_cast<size_t>(std::max(1, n) - 1);
+  return Measured(n) * scale * (i < correction.size() ? correction[i] : 1.0);
+}
+
 void StepCosts::Observe(int n, double seconds) {
-  constexpr double kWeight = 0.1;
+  // The scale follows roughly the last 10 steps; a size's correction the
+  // last 50 steps of that size.
+  constexpr double kScaleWeight = 0.1, kCorrectionWeight = 0.02;
   if (!learn || n < 1 || n > static_cast<int>(target.size()) || !(seconds > 0)) return;
-  target[n - 1] += kWeight * (seconds - target[n - 1]);
+  if (correction.size() < target.size()) correction.resize(target.size(), 1.0);
+  double& corr = correction[n - 1];
+  // Clamped: one step preempted by another process must not double every
+  // estimate.
+  const double ratio =
+      std::clamp(seconds / Measured(n), 0.5 * scale * corr, 2.0 * scale * corr);
+  scale += kScaleWeight * (ratio - scale);
+  // What the common scale does not explain: this size against the others.
+  corr += kCorrectionWeight * (ratio / scale - corr);
 }
 
 void StepCosts::ObserveDraft(int depth, double seconds) {
@@ -46,6 +61,7 @@ std::string StepCosts::Summary() const {
     if (n > 1) s += fmt::format(" ({:.2f}x)", Target(n) / Target(1));
   }
   if (draft_step > 0) s += fmt::format(", draft step {:.2f} ms", draft_step * 1e3);
+  if (catch_up > 0) s += fmt::format(", head catch-up {:.2f} ms", catch_up * 1e3);
   return s;
 }
 
@@ -152,6 +168,17 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
   if (best <= plain_rate * (1 + kMargin)) c.depth.assign(n, 0);
   rate(c.depth, &c.expected_tokens, &c.step_s);
   return c;
+}
+
+double ProbeLoss(const StepCosts& costs, const AcceptanceModel& acceptance, int depth,
+                 int step_tokens, int step_seqs) {
+  if (costs.target.empty() || depth < 1) return 0;
+  step_tokens = std::max(1, step_tokens);
+  const double plain = costs.Target(step_tokens);
+  const double extra =
+      costs.Target(step_tokens + depth) - plain + costs.catch_up + (depth + 1) * costs.draft_step;
+  const double gain = (acceptance.ExpectedTokens(depth) - 1) * plain / std::max(1, step_seqs);
+  return std::max(0.0, extra - gain);
 }
 
 }  // namespace specd
