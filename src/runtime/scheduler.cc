@@ -616,6 +616,13 @@ Status Scheduler::RunBatch() {
       }
       // What drafting, verifying and feeding the head back cost beyond the
       // target's forward: the cost model's per-draft-token price.
+      if (options_.spec.auto_shape && GetLogLevel() == LogLevel::kDebug)
+        LOG_DEBUG("auto shape",
+                  "request {} at {}: {} drafted, {} accepted; forward over {} tokens {:.3f} ms "
+                  "(predicted {:.3f}), draft + verify + feed {:.3f} ms, predicted speedup {:.2f}",
+                  r.req.id, L, step.drafted, step.accepted, offset, forward_s * 1e3,
+                  engine_->step_costs()->Target(offset) * 1e3,
+                  (r.step_draft_s + verify_s + extend_s) * 1e3, r.step_predicted_speedup);
       if (StepCosts* costs = engine_->mutable_step_costs();
           costs && options_.spec.auto_shape && r.step_tokens > 1)
         costs->ObserveDraft(r.step_tokens - 1, r.step_draft_s + verify_s + extend_s);
@@ -637,6 +644,7 @@ Status Scheduler::RunBatch() {
   }
   std::erase_if(running_, [](const std::unique_ptr<Sequence>& r) { return r->done(); });
   if (prof.enabled()) prof.AddStep(NowNanos() - step_start);
+  if (getenv("XX_TRACE")) fprintf(stderr, "XX step %.3f fwd %.3f tokens %d\n", (NowSeconds() - step_start_s) * 1e3, forward_s * 1e3, offset);
   return Status::Ok();
 }
 
