@@ -50,7 +50,7 @@ void StepCosts::Observe(int n, double seconds) {
 void StepCosts::ObserveDraft(int depth, double seconds) {
   constexpr double kWeight = 0.1;
   if (!learn || depth < 1 || !(seconds >= 0)) return;
-  draft_step += kWeight * (seconds / (depth + 1) - draft_step);
+  draft_step += kWeight * (seconds / (depth + 1) / scale - draft_step);
 }
 
 std::string StepCosts::Summary() const {
@@ -60,8 +60,8 @@ std::string StepCosts::Summary() const {
     s += fmt::format("{}t({}) {:.2f} ms", s.empty() ? "" : ", ", n, Target(n) * 1e3);
     if (n > 1) s += fmt::format(" ({:.2f}x)", Target(n) / Target(1));
   }
-  if (draft_step > 0) s += fmt::format(", draft step {:.2f} ms", draft_step * 1e3);
-  if (catch_up > 0) s += fmt::format(", head catch-up {:.2f} ms", catch_up * 1e3);
+  if (draft_step > 0) s += fmt::format(", draft step {:.2f} ms", DraftStep() * 1e3);
+  if (catch_up > 0) s += fmt::format(", head catch-up {:.2f} ms", CatchUp() * 1e3);
   return s;
 }
 
@@ -143,7 +143,7 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
     fed += 1;
   }
   auto rate = [&](double tokens, int fed_tokens, int drafted_tokens, double* time) {
-    const double t = costs.Target(fed_tokens) + drafted_tokens * costs.draft_step;
+    const double t = costs.Target(fed_tokens) + drafted_tokens * costs.DraftStep();
     if (time) *time = t;
     return tokens / t;
   };
@@ -192,7 +192,7 @@ double ProbeLoss(const StepCosts& costs, const AcceptanceModel& acceptance, int 
   step_tokens = std::max(1, step_tokens);
   const double plain = costs.Target(step_tokens);
   const double extra =
-      costs.Target(step_tokens + depth) - plain + costs.catch_up + (depth + 1) * costs.draft_step;
+      costs.Target(step_tokens + depth) - plain + costs.CatchUp() + (depth + 1) * costs.DraftStep();
   const double gain = (acceptance.ExpectedTokens(depth) - 1) * plain / std::max(1, step_seqs);
   return std::max(0.0, extra - gain);
 }

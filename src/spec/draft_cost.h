@@ -33,7 +33,7 @@ struct StepCosts {
   // target[n - 1]: one target forward over n new tokens with logits for every
   // token (a verify pass), n = 1..target.size(), as measured.
   std::vector<double> target;
-  double draft_step = 0;  // one draft-head forward over one token (0: n-gram)
+  double draft_step = 0;  // one draft-head step, as measured (0: n-gram); see DraftStep()
   // The draft head catching up after a plain stretch: one forward over the
   // newest accepted rows it was not fed (Speculator::kMaxPendingRows), which
   // the first draft after the stretch pays (0: n-gram).
@@ -47,6 +47,10 @@ struct StepCosts {
   // REQUIRES: !target.empty(), n >= 1.
   double Target(int n) const;
   double Measured(int n) const;  // the same without scale and correction
+  // draft_step and catch_up times the scale: the head runs on the same
+  // cores as the target, so what slows one slows the other.
+  double DraftStep() const { return draft_step * scale; }
+  double CatchUp() const { return catch_up * scale; }
   std::string Summary() const;  // "t(1) 1.20 ms, t(4) 1.90 ms (1.58x), ..."
   // A forward over n tokens just took `seconds`: moves scale and n's
   // correction towards it, so a start-up measurement disturbed by another
@@ -55,7 +59,7 @@ struct StepCosts {
   void Observe(int n, double seconds);
   // A step that drafted `depth` tokens spent `seconds` outside the target's
   // forward (drafting, verification, feeding the head back): moves
-  // draft_step towards seconds / (depth + 1), the price the cost model
+  // DraftStep() towards seconds / (depth + 1), the price the cost model
   // charges per drafted token (plus one for the accepted rows).
   void ObserveDraft(int depth, double seconds);
 };

@@ -133,6 +133,16 @@ TEST(StepCostsTest, PlainStepsSlowerThanMeasuredScaleEverySize) {
   EXPECT_NEAR(c.Target(3) / c.Target(1), 2.0, 0.07);
 }
 
+TEST(StepCostsTest, TheHeadSlowsDownWithTheTarget) {
+  // Measured on a quiet machine, used on a busy one: a draft step must not
+  // look cheap against target steps that take twice as long.
+  StepCosts c = Costs({1.0, 1.5}, /*draft=*/0.2);
+  c.catch_up = 0.5;
+  for (int i = 0; i < 200; ++i) c.Observe(1, 2.0);
+  EXPECT_NEAR(c.DraftStep(), 0.4, 0.01);
+  EXPECT_NEAR(c.CatchUp(), 1.0, 0.02);
+}
+
 TEST(StepCostsTest, LearnsTheRatioOfSizesInUse) {
   // Measured t(2) = 1.2 t(1), but in use a 2-token step takes 1.5x.
   StepCosts c = Costs({1.0, 1.2});
