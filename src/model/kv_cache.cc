@@ -30,7 +30,11 @@ int KvCache::NewSequence() {
 
 void KvCache::FreeSequence(int seq) {
   Seq& s = seqs_[seq];
-  for (int p : s.pages) free_.push_back(p);
+  // Last page first, so the next sequence pops them in ascending address
+  // order: attention then walks a reused sequence's K/V forwards through
+  // memory, as it does a fresh one's (descending pages made every decode step
+  // of the demo model after the first request about 10 % slower).
+  for (auto it = s.pages.rbegin(); it != s.pages.rend(); ++it) free_.push_back(*it);
   s = Seq();
 }
 

@@ -138,6 +138,17 @@ TEST(KvCacheTest, MoveSlotCopiesEveryLayerAndTouchesNothingElse) {
   EXPECT_EQ(Intact(kv, kLayers, b, 0, 11), 11);
 }
 
+TEST(KvCacheTest, ASequenceAfterAFreedOneGetsAscendingPages) {
+  KvCache kv(1, 4, 2, 8);
+  const int a = kv.NewSequence();
+  ASSERT_TRUE(kv.Reserve(a, 8).ok());
+  kv.FreeSequence(a);
+  const int b = kv.NewSequence();
+  ASSERT_TRUE(kv.Reserve(b, 8).ok());
+  for (int slot = 2; slot < 8; slot += 2)
+    EXPECT_GT(kv.K(0, b, slot), kv.K(0, b, slot - 2)) << "page of slot " << slot;
+}
+
 TEST(KvCacheTest, FreedIdsAreReusedEmptyAndPagesReturnToThePool) {
   KvCache kv(kLayers, kDim, kPage, 6);
   int a = kv.NewSequence(), b = kv.NewSequence(), c = kv.NewSequence();

@@ -17,6 +17,11 @@ constexpr int kMaxLogprobs = 20;
 // How often an idle engine loop sends the other ranks an empty step
 // (Engine::Heartbeat): well inside the communicator's deadline (60 s).
 constexpr std::chrono::milliseconds kHeartbeatPeriod{1000};
+// Most of the plain decoding time a sequence's probes may lose, by the cost
+// model's estimate (auto-shaped speculation must stay within a few percent of
+// plain decoding where drafting does not pay; on the demo pair a probe's
+// real loss was 1.7x the estimate).
+constexpr double kProbeBudget = 0.01;
 
 }  // namespace
 
@@ -80,14 +85,17 @@ std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan
       index.push_back(static_cast<int>(i));
     }
   }
+  int step_tokens = other, step_seqs = 0;
   if (!models.empty()) {
     const DepthChoice c = ChooseDepths(*engine_->step_costs(), models, max_depth, other);
     metrics_.predicted_speedup = c.predicted_speedup();
     for (size_t j = 0; j < index.size(); ++j) {
       depth[index[j]] = c.depth[j];
       plan[index[j]]->step_predicted_speedup = c.predicted_speedup();
+      step_tokens += c.depth[j] + 1;
     }
   }
+  for (const Sequence* r : plan) step_seqs += r->step_prefill ? 0 : 1;
   for (size_t i = 0; i < plan.size(); ++i) {
     if (depth[i] < 0) continue;
     Sequence& r = *plan[i];
@@ -100,10 +108,19 @@ std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan
       // now and then draft them to learn whether they pay. N-gram drafts
       // cost nothing to make and are often accepted whole or not at all:
       // the deepest chain; an EAGLE-3 draft costs a head forward per token:
-      // two.
-      d = r.spec->eagle() ? std::min(deepest, 2) : deepest;
-      r.plain_streak = 0;
-      r.probe_after = std::min(2 * r.probe_after, int{Sequence::kLastProbe});
+      // two. A probe the model expects to lose time waits until that loss
+      // is at most kProbeBudget of the plain steps since the last one, so
+      // where drafting is far from paying (a tiny target, against which a
+      // draft-head step is expensive) probes stay rare.
+      const int probe = r.spec->eagle() ? std::min(deepest, 2) : deepest;
+      const StepCosts& costs = *engine_->step_costs();
+      const double plain_s = r.plain_streak * costs.Target(step_tokens) / std::max(1, step_seqs);
+      if (ProbeLoss(costs, r.spec->acceptance(), probe, step_tokens, step_seqs) <=
+          kProbeBudget * plain_s) {
+        d = probe;
+        r.plain_streak = 0;
+        r.probe_after = std::min(2 * r.probe_after, int{Sequence::kLastProbe});
+      }
     }
     depth[i] = d;
     std::vector<int>& hist = r.stats.depth_hist;
@@ -588,6 +605,13 @@ Status Scheduler::RunBatch() {
       }
       // What drafting, verifying and feeding the head back cost beyond the
       // target's forward: the cost model's per-draft-token price.
+      if (options_.spec.auto_shape && GetLogLevel() == LogLevel::kDebug)
+        LOG_DEBUG("auto shape",
+                  "request {} at {}: {} drafted, {} accepted; forward over {} tokens {:.3f} ms "
+                  "(predicted {:.3f}), draft + verify + feed {:.3f} ms, predicted speedup {:.2f}",
+                  r.req.id, L, step.drafted, step.accepted, offset, forward_s * 1e3,
+                  engine_->step_costs()->Target(offset) * 1e3,
+                  (r.step_draft_s + verify_s + extend_s) * 1e3, r.step_predicted_speedup);
       if (StepCosts* costs = engine_->mutable_step_costs();
           costs && options_.spec.auto_shape && r.step_tokens > 1)
         costs->ObserveDraft(r.step_tokens - 1, r.step_draft_s + verify_s + extend_s);
@@ -606,6 +630,7 @@ Status Scheduler::RunBatch() {
   }
   std::erase_if(running_, [](const std::unique_ptr<Sequence>& r) { return r->done(); });
   if (prof.enabled()) prof.AddStep(NowNanos() - step_start);
+  if (getenv("XX_TRACE")) fprintf(stderr, "XX step %.3f fwd %.3f tokens %d\n", (NowSeconds() - step_start_s) * 1e3, forward_s * 1e3, offset);
   return Status::Ok();
 }
 

@@ -436,6 +436,21 @@ TEST(SchedulerAutoShapeTest, SeededSamplingEqualsPlainWhateverTheCosts) {
   }
 }
 
+// Drafting far from paying (a draft step as dear as a decode step): a probe
+// would lose more than kProbeBudget of the plain steps before it, so a
+// 60-token request never probes; the output is plain greedy's.
+TEST(SchedulerAutoShapeTest, NoProbesWhereDraftingIsFarFromPaying) {
+  Rig rig;
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2, 3};
+  StepCosts dear;
+  dear.learn = false;
+  for (int n = 1; n <= 16; ++n) dear.target.push_back(1e-3 * n);
+  dear.draft_step = 1e-3;
+  AutoRun run = RunAuto(*rig.engine, prompt, 60, &dear);
+  EXPECT_EQ(run.tokens, ReferenceDecode(*rig.engine, prompt, 60));
+  EXPECT_EQ(Steps(run.stats.depth_hist, 1), 0) << "probed although a probe cannot pay";
+}
+
 TEST(SchedulerAutoShapeTest, BatchedAutoEqualsEachAlone) {
   Rig rig;
   StepCosts flat;

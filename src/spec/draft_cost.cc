@@ -18,7 +18,7 @@ constexpr double kMargin = 0.05;
 
 }  // namespace
 
-double StepCosts::Target(int n) const {
+double StepCosts::Measured(int n) const {
   const int m = static_cast<int>(target.size());
   if (n <= m) return target[std::max(1, n) - 1];
   if (m == 1) return target[0] * n;
@@ -26,16 +26,31 @@ double StepCosts::Target(int n) const {
   return target[m - 1] + slope * (n - m);
 }
 
+double StepCosts::Target(int n) const {
+  const size_t i = static_cast<size_t>(std::max(1, n) - 1);
+  return Measured(n) * scale * (i < correction.size() ? correction[i] : 1.0);
+}
+
 void StepCosts::Observe(int n, double seconds) {
-  constexpr double kWeight = 0.1;
+  // The scale follows roughly the last 10 steps; a size's correction the
+  // last 50 steps of that size.
+  constexpr double kScaleWeight = 0.1, kCorrectionWeight = 0.02;
   if (!learn || n < 1 || n > static_cast<int>(target.size()) || !(seconds > 0)) return;
-  target[n - 1] += kWeight * (seconds - target[n - 1]);
+  if (correction.size() < target.size()) correction.resize(target.size(), 1.0);
+  double& corr = correction[n - 1];
+  // Clamped: one step preempted by another process must not double every
+  // estimate.
+  const double ratio =
+      std::clamp(seconds / Measured(n), 0.5 * scale * corr, 2.0 * scale * corr);
+  scale += kScaleWeight * (ratio - scale);
+  // What the common scale does not explain: this size against the others.
+  corr += kCorrectionWeight * (ratio / scale - corr);
 }
 
 void StepCosts::ObserveDraft(int depth, double seconds) {
   constexpr double kWeight = 0.1;
   if (!learn || depth < 1 || !(seconds >= 0)) return;
-  draft_step += kWeight * (seconds / (depth + 1) - draft_step);
+  draft_step += kWeight * (seconds / (depth + 1) / scale - draft_step);
 }
 
 std::string StepCosts::Summary() const {
@@ -45,7 +60,8 @@ std::string StepCosts::Summary() const {
     s += fmt::format("{}t({}) {:.2f} ms", s.empty() ? "" : ", ", n, Target(n) * 1e3);
     if (n > 1) s += fmt::format(" ({:.2f}x)", Target(n) / Target(1));
   }
-  if (draft_step > 0) s += fmt::format(", draft step {:.2f} ms", draft_step * 1e3);
+  if (draft_step > 0) s += fmt::format(", draft step {:.2f} ms", DraftStep() * 1e3);
+  if (catch_up > 0) s += fmt::format(", head catch-up {:.2f} ms", CatchUp() * 1e3);
   return s;
 }
 
@@ -111,31 +127,40 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
   DepthChoice c;
   c.depth.assign(n, 0);
   if (n == 0 || costs.target.empty()) return c;
-  // Expected tokens and drafted tokens of the current choice.
-  auto rate = [&](const std::vector<int>& k, double* tokens, double* time) {
-    double e = 0;
-    int fed = other_tokens, drafted = 0;
-    for (int i = 0; i < n; ++i) {
-      e += seqs[i]->ExpectedTokens(k[i]);
-      fed += k[i] + 1;
-      drafted += k[i] > 0 ? k[i] + 1 : 0;
-    }
-    const double t = costs.Target(fed) + drafted * costs.draft_step;
-    if (tokens) *tokens = e;
+  // E_i(k) once per sequence and depth, and the choice's sums kept as
+  // running totals: a step of 16 sequences searches 2 x 16 x 9 candidates,
+  // each O(1) (recomputing every sequence's E per candidate cost more than
+  // the rest of a small model's step).
+  std::vector<std::vector<double>> e(n);
+  for (int i = 0; i < n; ++i) {
+    e[i].resize(std::max(0, max_depth[i]) + 1);
+    for (size_t k = 0; k < e[i].size(); ++k) e[i][k] = seqs[i]->ExpectedTokens(static_cast<int>(k));
+  }
+  double sum_e = 0;
+  int fed = other_tokens, drafted = 0;
+  for (int i = 0; i < n; ++i) {
+    sum_e += e[i][0];
+    fed += 1;
+  }
+  auto rate = [&](double tokens, int fed_tokens, int drafted_tokens, double* time) {
+    const double t = costs.Target(fed_tokens) + drafted_tokens * costs.DraftStep();
     if (time) *time = t;
-    return e / t;
+    return tokens / t;
   };
-  double best = rate(c.depth, &c.expected_tokens, &c.step_s);
+  double best = rate(sum_e, fed, drafted, &c.step_s);
+  c.expected_tokens = sum_e;
   const double plain_rate = best;
   c.plain_step_s = c.step_s;
   for (int sweep = 0; sweep < (n == 1 ? 1 : 2); ++sweep) {
     for (int i = 0; i < n; ++i) {
       const int keep = c.depth[i];
+      // The sums without sequence i.
+      const double e0 = sum_e - e[i][keep];
+      const int fed0 = fed - (keep + 1), drafted0 = drafted - (keep > 0 ? keep + 1 : 0);
       int best_k = keep;
       double best_r = best;
-      for (int k = 0; k <= std::max(0, max_depth[i]); ++k) {
-        c.depth[i] = k;
-        const double r = rate(c.depth, nullptr, nullptr);
+      for (int k = 0; k < static_cast<int>(e[i].size()); ++k) {
+        const double r = rate(e0 + e[i][k], fed0 + k + 1, drafted0 + (k > 0 ? k + 1 : 0), nullptr);
         // Strictly better only: ties keep the shallower (cheaper to be wrong).
         if (r > best_r * (1 + 1e-9)) {
           best_r = r;
@@ -144,14 +169,32 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
       }
       best = best_r;
       c.depth[i] = best_k;
+      sum_e = e0 + e[i][best_k];
+      fed = fed0 + best_k + 1;
+      drafted = drafted0 + (best_k > 0 ? best_k + 1 : 0);
     }
   }
   // Drafting must win by kMargin over all-plain: near break-even the
   // estimates' errors decide, and a wrong draft costs more than a missed one.
   // (Judged on the whole batch: one sequence's share of a gain may be small.)
-  if (best <= plain_rate * (1 + kMargin)) c.depth.assign(n, 0);
-  rate(c.depth, &c.expected_tokens, &c.step_s);
+  if (best <= plain_rate * (1 + kMargin)) {
+    c.depth.assign(n, 0);
+    return c;
+  }
+  c.expected_tokens = sum_e;
+  rate(sum_e, fed, drafted, &c.step_s);
   return c;
+}
+
+double ProbeLoss(const StepCosts& costs, const AcceptanceModel& acceptance, int depth,
+                 int step_tokens, int step_seqs) {
+  if (costs.target.empty() || depth < 1) return 0;
+  step_tokens = std::max(1, step_tokens);
+  const double plain = costs.Target(step_tokens);
+  const double extra =
+      costs.Target(step_tokens + depth) - plain + costs.CatchUp() + (depth + 1) * costs.DraftStep();
+  const double gain = (acceptance.ExpectedTokens(depth) - 1) * plain / std::max(1, step_seqs);
+  return std::max(0.0, extra - gain);
 }
 
 }  // namespace specd

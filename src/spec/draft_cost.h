@@ -20,25 +20,46 @@
 namespace specd {
 
 // Measured costs, in seconds.
+//
+// Learning model: t(n) = measured(n) · scale · correction(n). `target` stays
+// as measured at start; `scale`, common to every size, follows the ratio
+// observed / measured of the steps in use, fast, because a busier machine or
+// a longer context slows every size alike; correction(n) follows, slowly,
+// size n's ratio against the scale (a verify pass that costs more, against a
+// decode step, than the start-up measurement said). Moving only the observed size would bias the choice: plain
+// steps would raise t(1) alone, make a verify pass look cheap against it, and
+// start drafts that do not pay.
 struct StepCosts {
   // target[n - 1]: one target forward over n new tokens with logits for every
-  // token (a verify pass), n = 1..target.size().
+  // token (a verify pass), n = 1..target.size(), as measured.
   std::vector<double> target;
-  double draft_step = 0;  // one draft-head forward over one token (0: n-gram)
+  double draft_step = 0;  // one draft-head step, as measured (0: n-gram); see DraftStep()
+  // The draft head catching up after a plain stretch: one forward over the
+  // newest accepted rows it was not fed (Speculator::kMaxPendingRows), which
+  // the first draft after the stretch pays (0: n-gram).
+  double catch_up = 0;
   bool learn = true;      // false: Observe changes nothing (fixed costs for tests)
+  double scale = 1;       // observed / measured, every size
+  std::vector<double> correction;  // per size n - 1 (empty or missing: 1)
 
   // Interpolated for n inside the measured range, extended linearly from the
-  // last two points beyond it. REQUIRES: !target.empty(), n >= 1.
+  // last two points beyond it; times scale and correction(n).
+  // REQUIRES: !target.empty(), n >= 1.
   double Target(int n) const;
+  double Measured(int n) const;  // the same without scale and correction
+  // draft_step and catch_up times the scale: the head runs on the same
+  // cores as the target, so what slows one slows the other.
+  double DraftStep() const { return draft_step * scale; }
+  double CatchUp() const { return catch_up * scale; }
   std::string Summary() const;  // "t(1) 1.20 ms, t(4) 1.90 ms (1.58x), ..."
-  // A forward over n tokens just took `seconds`: moves t(n) a step towards
-  // it, so a start-up measurement disturbed by another process (or a machine
-  // that got busier) corrects itself for the sizes in use. Probes keep the
+  // A forward over n tokens just took `seconds`: moves scale and n's
+  // correction towards it, so a start-up measurement disturbed by another
+  // process (or a machine that got busier) corrects itself. Probes keep the
   // sizes that are not in use from staying wrong forever.
   void Observe(int n, double seconds);
   // A step that drafted `depth` tokens spent `seconds` outside the target's
   // forward (drafting, verification, feeding the head back): moves
-  // draft_step towards seconds / (depth + 1), the price the cost model
+  // DraftStep() towards seconds / (depth + 1), the price the cost model
   // charges per drafted token (plus one for the accepted rows).
   void ObserveDraft(int depth, double seconds);
 };
@@ -85,5 +106,15 @@ struct DepthChoice {
 // (prompt chunks, plain sequences).
 DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
                          const std::vector<int>& max_depth, int other_tokens = 0);
+
+// What one sequence drafting a chain of `depth` tokens after a plain stretch
+// (a probe) is expected to lose against its plain step, in seconds; 0 when
+// the model expects it to pay. The step without the probe runs `step_tokens`
+// tokens and yields `step_seqs` tokens (one per decoding sequence); the probe
+// adds depth tokens to its forward, the head's catch-up and depth + 1
+// draft-head steps, and E(depth) - 1 tokens, each worth a plain step's time
+// per token.
+double ProbeLoss(const StepCosts& costs, const AcceptanceModel& acceptance, int depth,
+                 int step_tokens, int step_seqs);
 
 }  // namespace specd

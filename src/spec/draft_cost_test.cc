@@ -123,5 +123,54 @@ TEST(StepCostsTest, InterpolatesInsideAndExtendsBeyond) {
   EXPECT_DOUBLE_EQ(c.Target(5), 8.0);  // slope of the last two points
 }
 
+TEST(StepCostsTest, PlainStepsSlowerThanMeasuredScaleEverySize) {
+  // Plain steps take 1.3x what was measured at start (a longer context, a
+  // busier machine): a verify pass must not look cheaper against them.
+  StepCosts c = Costs({1.0, 1.5, 2.0});
+  for (int i = 0; i < 200; ++i) c.Observe(1, 1.3);
+  EXPECT_NEAR(c.Target(1), 1.3, 0.01);
+  EXPECT_NEAR(c.Target(2) / c.Target(1), 1.5, 0.05);
+  EXPECT_NEAR(c.Target(3) / c.Target(1), 2.0, 0.07);
+}
+
+TEST(StepCostsTest, TheHeadSlowsDownWithTheTarget) {
+  // Measured on a quiet machine, used on a busy one: a draft step must not
+  // look cheap against target steps that take twice as long.
+  StepCosts c = Costs({1.0, 1.5}, /*draft=*/0.2);
+  c.catch_up = 0.5;
+  for (int i = 0; i < 200; ++i) c.Observe(1, 2.0);
+  EXPECT_NEAR(c.DraftStep(), 0.4, 0.01);
+  EXPECT_NEAR(c.CatchUp(), 1.0, 0.02);
+}
+
+TEST(StepCostsTest, LearnsTheRatioOfSizesInUse) {
+  // Measured t(2) = 1.2 t(1), but in use a 2-token step takes 1.5x.
+  StepCosts c = Costs({1.0, 1.2});
+  for (int i = 0; i < 2000; ++i) {
+    c.Observe(1, 1.0);
+    c.Observe(2, 1.5);
+  }
+  EXPECT_NEAR(c.Target(1), 1.0, 0.05);
+  EXPECT_NEAR(c.Target(2), 1.5, 0.05);
+}
+
+TEST(ProbeLossTest, ChargesTheExtraForwardAndDraftingLessTheExpectedTokens) {
+  StepCosts c = Costs({1.0, 1.5, 2.0}, /*draft=*/0.1);
+  c.catch_up = 0.4;
+  AcceptanceModel m;  // prior: each depth accepted with 0.5
+  // Depth 2 alone: t(3) - t(1) + catch-up + 3 draft steps - (E(2) - 1) t(1).
+  EXPECT_NEAR(ProbeLoss(c, m, 2, 1, 1), 1.0 + 0.4 + 0.3 - 0.75, 1e-9);
+  // A draft that always pays loses nothing.
+  for (int i = 0; i < 200; ++i) m.Observe(2, 2);
+  EXPECT_EQ(ProbeLoss(Costs({1.0, 1.0, 1.0}), m, 2, 1, 1), 0.0);
+}
+
+TEST(StepCostsTest, FixedCostsDoNotLearn) {
+  StepCosts c = Costs({1.0, 1.5});
+  c.learn = false;
+  c.Observe(1, 3.0);
+  EXPECT_DOUBLE_EQ(c.Target(1), 1.0);
+}
+
 }  // namespace
 }  // namespace specd

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Auto-shaped speculation in `specd serve` on the embedded demo pair (EAGLE-3)
+# against plain decoding and fixed draft shapes: for each configuration a
+# server is started, bench/serve_bench.py runs 1 and 8 concurrent streams,
+# and the server is stopped; configurations alternate for REPEATS rounds.
+#   auto / best fixed at 8 streams: goal >= 0.90
+#
+#   bench/serve_auto.sh [BUILD_DIR]        (default: build/release)
+#
+# Environment: THREADS (default 2), REPEATS (default 2), TOKENS (default 48),
+# PORT (default 8731).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build/release}
+SPECD=$BUILD/specd
+THREADS=${THREADS:-2}
+REPEATS=${REPEATS:-2}
+TOKENS=${TOKENS:-48}
+PORT=${PORT:-8731}
+[ -x "$SPECD" ] || { echo "serve_auto: $SPECD not built" >&2; exit 2; }
+DEMO=$ROOT/models/demo
+EAGLE="--speculative-algorithm EAGLE3 --draft-model $DEMO/eagle3"
+CONFIGS=(
+  "--speculative-algorithm NONE"
+  "$EAGLE"
+  "$EAGLE --speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens 2"
+  "$EAGLE --speculative-num-steps 5"
+)
+LABELS=(plain auto chain1 tree5)
+OUT=$(mktemp -d)
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$OUT"' EXIT
+
+for round in $(seq "$REPEATS"); do
+  for i in "${!CONFIGS[@]}"; do
+    # shellcheck disable=SC2086
+    "$SPECD" serve --model "$DEMO" --threads "$THREADS" --max-batch 16 --port "$PORT" \
+      ${CONFIGS[$i]} >"$OUT/serve.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 300); do
+      curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+    python3 "$ROOT/bench/serve_bench.py" --url "http://127.0.0.1:$PORT" --concurrency 1,8 \
+      --prompt-tokens 32 --max-tokens "$TOKENS" --requests-per-stream 2 --vocab 2048 --json \
+      | tail -1 >"$OUT/${LABELS[$i]}.$round.json"
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    pid=
+  done
+done
+
+python3 - "$OUT" "$REPEATS" "${LABELS[@]}" <<'PY'
+import json, statistics, sys
+out, repeats, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+tok = {}  # (label, concurrency) -> [output tok/s per round]
+for l in labels:
+    for r in range(1, repeats + 1):
+        for row in json.load(open(f"{out}/{l}.{r}.json")):
+            tok.setdefault((l, row["concurrency"]), []).append(row["output_tok_s"])
+med = {k: statistics.median(v) for k, v in tok.items()}
+print(f"{'config':8} {'1 stream':>10} {'8 streams':>10}   (output tok/s, median of {repeats})")
+for l in labels:
+    print(f"{l:8} {med[(l, 1)]:10.1f} {med[(l, 8)]:10.1f}")
+for c in (1, 8):
+    best = max((l for l in labels[2:]), key=lambda l: med[(l, c)])
+    print(f"{c} stream(s): auto / plain {med[('auto', c)] / med[('plain', c)]:.2f}, "
+          f"auto / best fixed ({best}) {med[('auto', c)] / med[(best, c)]:.2f}")
+PY
