@@ -93,6 +93,9 @@ class Scheduler {
   // Most tokens a prompt may have (context length - 1, and the KV capacity).
   int max_prompt_tokens() const { return max_prompt_tokens_; }
   int context_length() const { return engine_->config().max_seq_len; }
+  // Tokens the KV cache holds, all sequences together. Submit refuses a
+  // request whose prompt + max_tokens (at most the context) exceeds it.
+  int kv_capacity_tokens() const { return kv_capacity_tokens_; }
 
  private:
   struct Waiting {
@@ -127,6 +130,7 @@ class Scheduler {
   Eagle3Head* head_;
   SchedulerOptions options_;
   int max_prompt_tokens_ = 0;
+  int kv_capacity_tokens_ = 0;
   SchedulerMetrics metrics_;
 
   mutable Mutex mu_;

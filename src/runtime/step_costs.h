@@ -16,8 +16,10 @@ namespace specd {
 // head may be null (n-gram: drafting costs no forward). Takes the fastest of
 // `reps` timed runs per size after one warm-up run, after a context of
 // `context` tokens; sizes between the measured ones are interpolated.
+// The context MeasureStepCosts measures after by default.
+constexpr int kStepCostContext = 32;
 StatusOr<StepCosts> MeasureStepCosts(Engine& engine, Eagle3Head* head, int max_tokens = 16,
-                                     int reps = 3, int context = 32);
+                                     int reps = 3, int context = kStepCostContext);
 
 // MeasureStepCosts, remembered in `cache_dir` (created if missing) under a
 // file named by a hash of `key`, which must name everything the costs depend
