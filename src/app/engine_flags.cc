@@ -16,7 +16,9 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
   sub->add_option("-m,--model", f->model,
                   "Model: a Hugging Face folder (config.json + *.safetensors) or a .gguf file "
                   "(default: $SPECD_MODEL, else the embedded demo model)");
-  sub->add_option("-t,--threads", f->threads, "Threads per rank (default: cores / tp)");
+  sub->add_option("-t,--threads", f->threads,
+                  "Threads per rank, fixed (default: up to cores / tp, one fewer while other "
+                  "processes keep workers off their cores, retried after a back-off)");
   auto* mm = sub->add_flag("--mmap", f->mmap,
                            "mmap the weight files (zero copy, shared page cache; pages faulted "
                            "in at load) instead of reading them into anonymous huge-page memory");
@@ -143,6 +145,7 @@ ResolvedEngineOptions ResolveEngineOptions(const EngineFlags& f) {
   if (auto c = ParseCheckTensors(f.check_tensors); c.ok()) o.load.check_tensors = *c;
   int cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   o.threads = f.threads > 0 ? f.threads : std::max(1, cores / std::max(1, f.tp));
+  o.adapt_threads = f.threads <= 0;
   o.kv_cache_tokens = f.kv_cache_tokens;
   if (!f.kv_cache_memory.empty()) {
     if (auto b = ParseMemorySize(f.kv_cache_memory, "--kv-cache-memory"); b.ok())

@@ -60,7 +60,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
                                 options.expert_parallel);
   if (!plan.ok()) return std::move(plan).TakeStatus().WithStage("shard plan");
   r->pool_ = std::make_unique<kernels::ThreadPool>(std::max(1, options.threads),
-                                                     options.pool_spin_us);
+                                                     options.pool_spin_us, options.adapt_threads);
   kernels::SetMatMulSplit(options.matmul_split);
   kernels::SetWeightPrefetch(options.weight_prefetch);
   kernels::SetStreamDecode(options.stream_decode);
@@ -113,6 +113,7 @@ Status ModelRunner::Execute(const StepDesc& desc, ForwardOutput* out) {
     if (!kv_->IsLive(s.seq))
       return InvalidArgumentError(fmt::format("forward on KV sequence {} that does not exist", s.seq));
   }
+  pool_->Poll();
   model_->SetCaptureLayers(desc.capture_aux ? capture_layers_ : std::vector<int>{});
   if (!desc.capture_aux) out->aux_hidden.clear();
   return model_->Forward(desc.batch, kv_.get(), out);

@@ -21,6 +21,10 @@ struct RunnerOptions {
   std::string model_path;
   LoadOptions load;
   int threads = 1;           // per rank
+  // The pool sheds threads while workers are descheduled by other processes
+  // and regrows them later (kernels::ThreadPool's adaptive mode); the
+  // default thread count is adaptive, an explicit --threads is not.
+  bool adapt_threads = false;
   double pool_spin_us = -1;  // ThreadPool spin before sleeping; < 0: its default
   // KV cache capacity, all sequences together (KvCacheTokens): the first of
   // kv_cache_tokens > 0 (exactly, rounded up to a page), kv_cache_bytes > 0
