@@ -120,23 +120,52 @@ StatusOr<std::vector<double>> MeasureForwardCost(Engine& engine, OpProfile* prof
   return ms;
 }
 
-Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo, ModelRunner& rn,
-                   Engine& engine) {
+// The prompt's token ids and the tokenizer that made them (null when the
+// model has none), prepared before the ranks start so that the KV cache can
+// be sized to the request.
+struct PreparedPrompt {
+  std::unique_ptr<Tokenizer> tok;
+  std::vector<int32_t> ids;
+};
+
+StatusOr<PreparedPrompt> PreparePrompt(const GenerateFlags& f, const std::string& model_path) {
+  PreparedPrompt p;
+  auto t = LoadTokenizerForModel(model_path);
+  if (t.ok()) p.tok = std::move(t).value();
+  else LOG_INFO("tokenizer", "no tokenizer: {}", t.status().message());
+  if (!f.prompt_ids.empty()) {
+    ASSIGN_OR_RETURN(p.ids, ParseIds(f.prompt_ids));
+  } else {
+    if (!p.tok) return InvalidArgumentError("--prompt needs a tokenizer, and " + model_path +
+                                            " has none: pass --prompt-ids instead");
+    p.ids = p.tok->Encode(f.prompt, /*add_special=*/true);
+  }
+  return p;
+}
+
+// KV slots this run needs at most, besides the verification rows of a
+// speculative step: the request, the start-up step-cost measurement
+// (MeasureStepCosts: a kStepCostContext-token context and up to 64 tokens,
+// ORACLE's chain included) and --verify-cost's largest forward.
+StatusOr<int> GenerateKvTokens(const GenerateFlags& f, int n_prompt) {
+  int64_t need = int64_t{n_prompt} + std::max(0, f.max_tokens);
+  ASSIGN_OR_RETURN(SpecOptions spec, ToSpecOptions(f.spec));
+  if (spec.algorithm != SpecAlgorithm::kNone)
+    need = std::max<int64_t>(need, kStepCostContext + 64 + 1);
+  if (!f.verify_cost.empty()) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> sizes, ParseIds(f.verify_cost));
+    for (int32_t n : sizes) need = std::max<int64_t>(need, int64_t{n_prompt} + n);
+  }
+  return static_cast<int>(std::min<int64_t>(need, INT32_MAX / 2));
+}
+
+Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
+                   const PreparedPrompt& prepared, ModelRunner& rn, Engine& engine) {
   ModelRunner* runner = &rn;
   const RunnerOptions& ro = eo.runner;
-  std::unique_ptr<Tokenizer> tok;
-  auto t = LoadTokenizerForModel(ro.model_path);
-  if (t.ok()) tok = std::move(t).value();
-  else LOG_INFO("tokenizer", "no tokenizer: {}", t.status().message());
-
+  const Tokenizer* tok = prepared.tok.get();
   GenerateRequest req;
-  if (!f.prompt_ids.empty()) {
-    ASSIGN_OR_RETURN(req.prompt, ParseIds(f.prompt_ids));
-  } else {
-    if (!tok) return InvalidArgumentError("--prompt needs a tokenizer, and " + ro.model_path +
-                                          " has none: pass --prompt-ids instead");
-    req.prompt = tok->Encode(f.prompt, /*add_special=*/true);
-  }
+  req.prompt = prepared.ids;
   req.max_tokens = f.max_tokens;
   req.sampling.temperature = f.temperature;
   req.sampling.top_k = f.top_k;
@@ -147,7 +176,7 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo, Mode
 
   std::unique_ptr<StreamDecoder> stream;
   if (tok && !f.json) {
-    stream = std::make_unique<StreamDecoder>(tok.get());
+    stream = std::make_unique<StreamDecoder>(tok);
     std::fputs(f.prompt.c_str(), stdout);
   }
   ASSIGN_OR_RETURN(SpecOptions spec, ToSpecOptions(f.spec));
@@ -411,7 +440,7 @@ void AddGenerateCommand(CLI::App& root, int* exit_code) {
   AddLaunchFlags(sub, &f->engine, &f->launch);
   sub->callback([f, exit_code, sub] {
     if (f->prompt.empty() && f->prompt_ids.empty()) f->prompt = "Once upon a time";
-    const ResolvedEngineOptions eo = ResolveEngineOptions(f->engine);
+    ResolvedEngineOptions eo = ResolveEngineOptions(f->engine);
     // The embedded demo model runs with its EAGLE-3 head unless told otherwise.
     const std::string demo_head = std::string(SPECD_DEFAULT_MODEL) + "/eagle3";
     if (eo.default_model && sub->count("--speculative-algorithm") == 0 &&
@@ -419,8 +448,25 @@ void AddGenerateCommand(CLI::App& root, int* exit_code) {
       f->spec.algorithm = "EAGLE3";
       f->spec.draft_model = demo_head;
     }
-    *exit_code = RunOnRanks(eo, f->launch, [f, &eo](ModelRunner& runner, Engine& engine) {
-      return RunGenerate(*f, eo, runner, engine);
+    // Tokenized here, before the ranks start: every rank sizes its KV cache
+    // to this request.
+    auto prepared = PreparePrompt(*f, eo.runner.model_path);
+    if (!prepared.ok()) {
+      LogStatus(prepared.status());
+      *exit_code = 1;
+      return;
+    }
+    auto kv_tokens = GenerateKvTokens(*f, static_cast<int>(prepared->ids.size()));
+    auto spec = ToSpecOptions(f->spec);
+    if (!kv_tokens.ok() || !spec.ok()) {
+      LogStatus(!kv_tokens.ok() ? kv_tokens.status() : spec.status());
+      *exit_code = 1;
+      return;
+    }
+    eo.runner.kv_request_tokens = *kv_tokens;
+    eo.runner.kv_request_extra = spec->MaxTreeTokens() - 1;
+    *exit_code = RunOnRanks(eo, f->launch, [f, &eo, &prepared](ModelRunner& runner, Engine& engine) {
+      return RunGenerate(*f, eo, *prepared, runner, engine);
     });
   });
 }

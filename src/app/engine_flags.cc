@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "base/env.h"
+#include "base/meminfo.h"
 #include "kernels/dispatch.h"
 #include "kernels/read_calibration.h"
 
@@ -15,7 +16,9 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
   sub->add_option("-m,--model", f->model,
                   "Model: a Hugging Face folder (config.json + *.safetensors) or a .gguf file "
                   "(default: $SPECD_MODEL, else the embedded demo model)");
-  sub->add_option("-t,--threads", f->threads, "Threads per rank (default: cores / tp)");
+  sub->add_option("-t,--threads", f->threads,
+                  "Threads per rank, fixed (default: up to cores / tp, one fewer while other "
+                  "processes keep workers off their cores, retried after a back-off)");
   auto* mm = sub->add_flag("--mmap", f->mmap,
                            "mmap the weight files (zero copy, shared page cache; pages faulted "
                            "in at load) instead of reading them into anonymous huge-page memory");
@@ -32,8 +35,16 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
                   "tensor bytes are always refused")
       ->check(CLI::IsMember({"off", "default", "full"}));
   sub->add_option("--kv-cache-tokens", f->kv_cache_tokens,
-                  "KV cache capacity in tokens, all sequences together (default 4 x context, "
-                  "capped at 32768)");
+                  "KV cache capacity in tokens, all sequences together (default: generate sizes "
+                  "it to its request; serve from --kv-cache-memory)");
+  sub->add_option("--kv-cache-memory", f->kv_cache_memory,
+                  "KV cache memory, all ranks together: 512M, 2G (a plain number is MiB); serve's "
+                  "default is 25% of the memory available once the weights are loaded, at most 4 "
+                  "x context (the log line says how many tokens); --kv-cache-tokens overrides")
+      ->check([](const std::string& v) {
+        auto r = ParseMemorySize(v, "--kv-cache-memory");
+        return r.ok() ? std::string() : r.status().message();
+      });
   sub->add_flag("--no-fuse-allreduce-norm", f->no_fuse_allreduce_norm,
                 "Run allreduce, residual add and RMSNorm as three passes (A/B baseline)");
   sub->add_flag("--ep", f->ep,
@@ -134,7 +145,12 @@ ResolvedEngineOptions ResolveEngineOptions(const EngineFlags& f) {
   if (auto c = ParseCheckTensors(f.check_tensors); c.ok()) o.load.check_tensors = *c;
   int cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   o.threads = f.threads > 0 ? f.threads : std::max(1, cores / std::max(1, f.tp));
+  o.adapt_threads = f.threads <= 0;
   o.kv_cache_tokens = f.kv_cache_tokens;
+  if (!f.kv_cache_memory.empty()) {
+    if (auto b = ParseMemorySize(f.kv_cache_memory, "--kv-cache-memory"); b.ok())
+      o.kv_cache_bytes = *b;
+  }
   o.transformer.fuse_allreduce_norm = !f.no_fuse_allreduce_norm;
   o.expert_parallel = f.ep;
   o.pool_spin_us = f.pool_spin_us;

@@ -19,6 +19,7 @@ struct EngineFlags {
   std::string quantize;  // "", q8_0 or q4_0
   std::string check_tensors = "default";  // off, default or full
   int kv_cache_tokens = 0;
+  std::string kv_cache_memory;  // "": the subcommand's default (ParseMemorySize)
   bool no_fuse_allreduce_norm = false;
   bool ep = false;
   std::string matmul_split = "dynamic";

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/env.h"
 #include "base/logging.h"
 
@@ -102,9 +103,11 @@ void Publish(std::atomic<uint32_t>& word, std::atomic<int>& sleepers) {
 // Invariants: `epoch` counts jobs published by the caller; a worker that has
 // seen epoch e runs job e exactly once. `done` counts workers that finished
 // the current job, reset by the caller before each publish (no worker touches
-// it between jobs). `job` is written only while every worker is idle.
+// it between jobs). `job`, `n_threads` and `retire_from` are written only
+// while every worker is idle. Worker i (1-based) is workers[i - 1].
 struct ThreadPool::Impl {
   int n_threads = 1;
+  int max_threads = 1;
   int64_t spin_ns = 0;
   std::vector<std::thread> workers;
   std::atomic<uint32_t> epoch{0};
@@ -115,29 +118,107 @@ struct ThreadPool::Impl {
   std::atomic<uint32_t> finished{0};
   std::atomic<int> finished_sleepers{0};
   const std::function<void(int, int)>* job = nullptr;
+  // Workers with an index >= this leave after the current job (Resize).
+  std::atomic<int> retire_from{INT_MAX};
   bool stop = false;  // written before the final publish
 
-  void WorkerLoop(int index) {
-    uint32_t seen = 0;
+  // Adaptation (adaptive pools only). A region stalls when the caller, done
+  // with its own share, waits for the workers longer than that share took
+  // plus kStallNanos: with the dynamic split a worker on its core finishes
+  // within one chunk of the caller, so waiting out a whole share means a
+  // worker that was not running (on an idle 2-core VM 0.2% of the demo
+  // model's regions stall, with one core busy elsewhere 30-60%;
+  // docs/performance.md). After kStallsToShed stalls (1 in 8) within
+  // kWindow regions one thread goes; it comes
+  // back after `backoff_ns`, which doubles when the stalls return soon after
+  // a regrow (the cause persists) and starts over otherwise.
+  static constexpr int64_t kStallNanos = 20'000;
+  static constexpr int kWindow = 256, kStallsToShed = 32;
+  static constexpr int64_t kFirstBackoffNanos = 100'000'000, kMaxBackoffNanos = 8'000'000'000;
+  bool adaptive = false;
+  int window_regions = 0, window_stalls = 0;
+  int64_t backoff_ns = kFirstBackoffNanos;
+  int64_t grow_at_ns = 0, last_grow_ns = -1;
+
+  void WorkerLoop(int index, uint32_t seen) {
     for (;;) {
       seen = WaitForChange(epoch, seen, epoch_sleepers, spin_ns);
       if (stop) return;
+      // Read before `pending` drops: the caller resets it after the join.
+      const bool retire = index >= retire_from.load(std::memory_order_relaxed);
       (*job)(index, n_threads);
       if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         Publish(finished, finished_sleepers);
       }
+      if (retire) return;
     }
+  }
+
+  void StartWorker(int index) {
+    const uint32_t seen = epoch.load(std::memory_order_acquire);
+    workers.emplace_back([this, index, seen] { WorkerLoop(index, seen); });
+  }
+
+  // Runs `fn` on every thread and waits for all. REQUIRES: n_threads > 1.
+  void RunAll(const std::function<void(int, int)>& fn, int64_t* own_ns, int64_t* wait_ns) {
+    job = &fn;
+    pending.store(n_threads - 1, std::memory_order_relaxed);
+    const uint32_t finished_before = finished.load(std::memory_order_relaxed);
+    const int64_t t0 = adaptive ? NowNanos() : 0;
+    Publish(epoch, epoch_sleepers);
+    fn(0, n_threads);
+    const int64_t t1 = adaptive ? NowNanos() : 0;
+    WaitForChange(finished, finished_before, finished_sleepers, spin_ns);
+    if (adaptive) {
+      *own_ns = t1 - t0;
+      *wait_ns = NowNanos() - t1;
+    }
+  }
+
+  // Between jobs: m threads from now on. Shrinking joins the retired
+  // workers (after one empty job that tells them to leave).
+  void Resize(int m) {
+    if (m < n_threads) {
+      retire_from.store(m, std::memory_order_relaxed);
+      const std::function<void(int, int)> leave = [](int, int) {};
+      int64_t unused_own = 0, unused_wait = 0;
+      RunAll(leave, &unused_own, &unused_wait);
+      for (int i = m; i < n_threads; ++i) workers[i - 1].join();
+      workers.resize(m - 1);
+      retire_from.store(INT_MAX, std::memory_order_relaxed);
+    } else {
+      for (int i = n_threads; i < m; ++i) StartWorker(i);
+    }
+    n_threads = m;
+    window_regions = window_stalls = 0;
+  }
+
+  void Observe(int64_t own_ns, int64_t wait_ns) {
+    if (wait_ns > own_ns + kStallNanos) ++window_stalls;
+    if (window_stalls >= kStallsToShed && n_threads > 1) {
+      const int64_t now = NowNanos();
+      const bool soon_after_grow = last_grow_ns >= 0 && now - last_grow_ns < 2 * backoff_ns;
+      backoff_ns = soon_after_grow ? std::min(2 * backoff_ns, kMaxBackoffNanos) : kFirstBackoffNanos;
+      grow_at_ns = now + backoff_ns;
+      LogOnce(LogLevel::kInfo, "thread-pool-shed", "thread pool",
+              "workers keep arriving late at the join (another process is using a core?): "
+              "running on fewer threads and retrying more after a back-off (--threads N fixes "
+              "the count)");
+      Resize(n_threads - 1);
+      return;
+    }
+    if (++window_regions >= kWindow) window_regions = window_stalls = 0;
   }
 };
 
-ThreadPool::ThreadPool(int n_threads, double spin_us) : impl_(new Impl) {
+ThreadPool::ThreadPool(int n_threads, double spin_us, bool adaptive) : impl_(new Impl) {
   impl_->n_threads = n_threads < 1 ? 1 : n_threads;
+  impl_->max_threads = impl_->n_threads;
+  impl_->adaptive = adaptive;
   impl_->spin_ns = spin_us < 0 ? DefaultSpinNanos()
                                : static_cast<int64_t>(std::min(spin_us, 100000.0) * 1000);
   impl_->workers.reserve(impl_->n_threads - 1);
-  for (int i = 1; i < impl_->n_threads; ++i) {
-    impl_->workers.emplace_back([this, i] { impl_->WorkerLoop(i); });
-  }
+  for (int i = 1; i < impl_->n_threads; ++i) impl_->StartWorker(i);
 }
 
 ThreadPool::~ThreadPool() {
@@ -145,6 +226,15 @@ ThreadPool::~ThreadPool() {
   Publish(impl_->epoch, impl_->epoch_sleepers);
   for (auto& t : impl_->workers) t.join();
   delete impl_;
+}
+
+void ThreadPool::Poll() {
+  Impl& p = *impl_;
+  if (!p.adaptive || p.n_threads >= p.max_threads) return;
+  const int64_t now = NowNanos();
+  if (now < p.grow_at_ns) return;
+  p.last_grow_ns = now;
+  p.Resize(p.n_threads + 1);
 }
 
 int ThreadPool::size() const { return impl_->n_threads; }
@@ -155,12 +245,9 @@ void ThreadPool::Run(const std::function<void(int, int)>& fn) {
     fn(0, 1);
     return;
   }
-  p.job = &fn;
-  p.pending.store(p.n_threads - 1, std::memory_order_relaxed);
-  uint32_t finished_before = p.finished.load(std::memory_order_relaxed);
-  Publish(p.epoch, p.epoch_sleepers);
-  fn(0, p.n_threads);
-  WaitForChange(p.finished, finished_before, p.finished_sleepers, p.spin_ns);
+  int64_t own_ns = 0, wait_ns = 0;
+  p.RunAll(fn, &own_ns, &wait_ns);
+  if (p.adaptive) p.Observe(own_ns, wait_ns);
 }
 
 void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {

@@ -17,12 +17,22 @@ class ThreadPool {
   // spins before sleeping on a futex; < 0 takes SPECD_POOL_SPIN_US or 50 us.
   // Longer spins catch the next parallel region without a wake-up (tens of
   // microseconds in a VM) but burn a core that another rank may need.
-  explicit ThreadPool(int n_threads, double spin_us = -1);
+  //
+  // adaptive: the pool sheds a thread when its workers keep arriving late at
+  // the join (a worker descheduled by another process: waiting for it costs
+  // a scheduler time slice, far more than the work it would do), and tries
+  // it again after a back-off that doubles while the stalls persist (see
+  // Impl's Adaptation). Never more than n_threads; size() follows.
+  explicit ThreadPool(int n_threads, double spin_us = -1, bool adaptive = false);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
+  // Threads a parallel region runs on now (n_threads unless adaptive).
   int size() const;
+  // Adaptive pools: regrows a shed thread once its back-off has passed. Call
+  // between parallel regions, e.g. once per model step (one clock read).
+  void Poll();
   // Runs fn(thread_index, n_threads) on every thread (the caller is index 0)
   // and returns when all have finished.
   void Run(const std::function<void(int, int)>& fn);

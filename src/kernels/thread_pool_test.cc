@@ -121,4 +121,46 @@ TEST(ThreadPoolTest, NonPositiveSizeMeansCallerOnly) {
 }
 
 }  // namespace
+// Every index of [0, n) visited exactly once by ParallelFor and ParallelForDynamic.
+void ExpectCoversOnce(ThreadPool& pool, int n) {
+  std::vector<std::atomic<int>> hits(n);
+  pool.ParallelFor(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i]++;
+  });
+  pool.ParallelForDynamic(n, 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i]++;
+  });
+  for (int i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 2) << "index " << i;
+}
+
+// A worker that is not running when a region starts (simulated: worker 1
+// sleeps inside every job, as if descheduled) makes an adaptive pool shed it;
+// the pool keeps computing correctly on fewer threads and regrows after its
+// back-off. A fixed pool keeps its size.
+TEST(ThreadPoolTest, AdaptivePoolShedsALateWorkerAndRegrowsLater) {
+  auto late_worker = [](int index, int) {
+    if (index == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  ThreadPool fixed(2, -1, /*adaptive=*/false);
+  for (int i = 0; i < 64; ++i) fixed.Run(late_worker);
+  EXPECT_EQ(fixed.size(), 2);
+
+  ThreadPool pool(2, -1, /*adaptive=*/true);
+  ExpectCoversOnce(pool, 1000);
+  for (int i = 0; i < 64 && pool.size() == 2; ++i) pool.Run(late_worker);
+  ASSERT_EQ(pool.size(), 1);
+  ExpectCoversOnce(pool, 1000);
+  // The first back-off is 100 ms.
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  pool.Poll();
+  ASSERT_EQ(pool.size(), 2);
+  ExpectCoversOnce(pool, 1000);
+  std::vector<int> seen(2, 0);
+  pool.Run([&](int index, int count) {
+    ASSERT_EQ(count, 2);
+    seen[index]++;
+  });
+  EXPECT_EQ(seen, (std::vector<int>{1, 1}));
+}
+
 }  // namespace specd::kernels

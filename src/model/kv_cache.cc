@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace specd {
 
@@ -9,8 +10,14 @@ KvCache::KvCache(int n_layers, int k_dim, int v_dim, int page_size, int n_pages)
     : n_layers_(n_layers), kv_dim_(k_dim), v_dim_(v_dim), page_size_(page_size),
       n_pages_(n_pages) {
   size_t slots = static_cast<size_t>(n_layers) * n_pages * page_size;
-  k_.assign(slots * k_dim, 0.f);
-  v_.assign(slots * v_dim, 0.f);
+  // calloc of a large block maps fresh zero pages without writing them.
+  auto alloc = [](size_t n) {
+    float* p = static_cast<float*>(std::calloc(std::max<size_t>(n, 1), sizeof(float)));
+    if (p == nullptr) throw std::bad_alloc();  // as the std::vector it replaces
+    return p;
+  };
+  k_.reset(alloc(slots * k_dim));
+  if (v_dim > 0) v_.reset(alloc(slots * v_dim));
   free_.reserve(n_pages);
   for (int p = n_pages - 1; p >= 0; --p) free_.push_back(p);
 }
@@ -44,8 +51,8 @@ bool KvCache::IsLive(int seq) const {
 
 float* KvCache::PageBase(bool v, int layer, int page) {
   size_t slot = (static_cast<size_t>(layer) * n_pages_ + page) * page_size_;
-  if (v && v_dim_ > 0) return v_.data() + slot * v_dim_;
-  return k_.data() + slot * kv_dim_;
+  if (v && v_dim_ > 0) return v_.get() + slot * v_dim_;
+  return k_.get() + slot * kv_dim_;
 }
 
 void KvCache::RebuildPointers(Seq& s) {

@@ -12,10 +12,15 @@
 //  - A sequence's slots 0..length-1 are filled, in order; its page table has
 //    ceil(capacity / page_size) pages, capacity >= length.
 //  - Pages are owned by exactly one sequence or by the free list.
+//  - Memory is committed as pages are first written (the pool is zeroed
+//    anonymous memory, never touched up front), so a large cache costs
+//    resident memory only for the slots sequences have used.
 // Not thread-safe: the engine loop owns it.
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "base/status.h"
@@ -79,8 +84,11 @@ class KvCache {
   void RebuildPointers(Seq& s);
 
   int n_layers_, kv_dim_, v_dim_, page_size_, n_pages_;
-  std::vector<float> k_;  // (n_layers, n_pages, page_size, kv_dim)
-  std::vector<float> v_;  // (n_layers, n_pages, page_size, v_dim); empty when V aliases K
+  struct FreeDeleter {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], FreeDeleter> k_;  // (n_layers, n_pages, page_size, kv_dim)
+  std::unique_ptr<float[], FreeDeleter> v_;  // (n_layers, n_pages, page_size, v_dim); null when V aliases K
   std::vector<int> free_;
   std::vector<Seq> seqs_;
 };

@@ -6,9 +6,44 @@
 
 #include "base/clock.h"
 #include "base/logging.h"
+#include "base/meminfo.h"
 #include "kernels/read_calibration.h"
 
 namespace specd {
+
+int KvCacheTokens(const RunnerOptions& o, int context, int64_t bytes_per_token,
+                  std::optional<int64_t> available, std::string* why) {
+  const int64_t ps = std::max(1, o.page_size);
+  const int64_t bpt = std::max<int64_t>(1, bytes_per_token);
+  auto up = [ps](int64_t t) { return (t + ps - 1) / ps * ps; };
+  auto down = [ps](int64_t t) { return std::max(ps, t / ps * ps); };
+  // Far beyond any context: keeps the arithmetic in int.
+  constexpr int64_t kMaxTokens = int64_t{1} << 28;
+  int64_t t;
+  if (o.kv_cache_tokens > 0) {
+    t = up(o.kv_cache_tokens);
+    *why = "--kv-cache-tokens";
+  } else if (o.kv_cache_bytes > 0) {
+    t = down(o.kv_cache_bytes / bpt);
+    *why = fmt::format("--kv-cache-memory {:.0f} MiB", o.kv_cache_bytes / 1048576.0);
+  } else if (o.kv_request_tokens > 0) {
+    t = up(int64_t{std::min(o.kv_request_tokens, context)} + std::max(0, o.kv_request_extra));
+    *why = "sized to the request";
+  } else if (available) {
+    const int64_t budget = static_cast<int64_t>(o.kv_cache_memory_fraction *
+                                                static_cast<double>(*available));
+    const int64_t cap = up(int64_t{4} * context);
+    t = std::min(cap, down(budget / bpt));
+    *why = t == cap ? fmt::format("4 x context {}, within {:.0f}% of {:.0f} MiB available", context,
+                                  o.kv_cache_memory_fraction * 100, *available / 1048576.0)
+                    : fmt::format("{:.0f}% of {:.0f} MiB available", o.kv_cache_memory_fraction * 100,
+                                  *available / 1048576.0);
+  } else {
+    t = up(int64_t{4} * std::min(context, 8192));
+    *why = "4 x context, capped at 32768 (available memory unknown)";
+  }
+  return static_cast<int>(std::min(t, kMaxTokens / ps * ps));
+}
 
 StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& options,
                                                            Communicator* comm) {
@@ -25,7 +60,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
                                 options.expert_parallel);
   if (!plan.ok()) return std::move(plan).TakeStatus().WithStage("shard plan");
   r->pool_ = std::make_unique<kernels::ThreadPool>(std::max(1, options.threads),
-                                                     options.pool_spin_us);
+                                                     options.pool_spin_us, options.adapt_threads);
   kernels::SetMatMulSplit(options.matmul_split);
   kernels::SetWeightPrefetch(options.weight_prefetch);
   kernels::SetStreamDecode(options.stream_decode);
@@ -44,15 +79,30 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
   if (!model.ok()) return std::move(model).TakeStatus().WithStage("load weights");
   r->model_ = std::move(model).value();
   r->model_->SetProfile(&r->profile_);
-  int tokens = options.kv_cache_tokens > 0 ? options.kv_cache_tokens
-                                           : std::min(c.max_seq_len, 8192) * 4;
-  int pages = (tokens + options.page_size - 1) / options.page_size;
+  // Every rank's cache must have the same number of pages (rank 0's
+  // scheduler plans for all): rank 0 decides and tells the others. Memory is
+  // measured once every rank holds its weights.
+  const int world = comm->world_size();
+  const int64_t bytes_per_token = static_cast<int64_t>(sizeof(float)) * c.n_layers *
+                                  (r->model_->kv_k_dim() + r->model_->kv_v_dim()) * world;
+  const bool from_memory = options.kv_cache_tokens <= 0 && options.kv_cache_bytes <= 0 &&
+                           options.kv_request_tokens <= 0;
+  if (from_memory && world > 1)
+    RETURN_IF_ERROR(comm->Barrier().WithStage("size KV cache"));
+  std::string why;
+  int32_t tokens = KvCacheTokens(options, c.max_seq_len, bytes_per_token,
+                                 from_memory ? AvailableMemoryBytes() : std::nullopt, &why);
+  if (world > 1)
+    RETURN_IF_ERROR(comm->Broadcast(&tokens, sizeof(tokens), 0).WithStage("size KV cache"));
+  const int pages = tokens / options.page_size;
   r->kv_ = std::make_unique<KvCache>(c.n_layers, r->model_->kv_k_dim(), r->model_->kv_v_dim(),
                                      options.page_size, pages);
   LOG_INFO("load weights", "{} ({}, {} layers, hidden {}, vocab {}): {:.1f} MiB of weights on this "
-           "rank, KV cache {} tokens, loaded in {:.2f} s",
+           "rank, KV cache {} tokens ({:.1f} MiB{}: {}), loaded in {:.2f} s",
            options.model_path, c.arch, c.n_layers, c.hidden_dim, c.vocab_size,
-           r->model_->weight_bytes() / 1048576.0, pages * options.page_size, sw.Seconds());
+           r->model_->weight_bytes() / 1048576.0, tokens,
+           static_cast<double>(tokens) * bytes_per_token / 1048576.0,
+           world > 1 ? ", all ranks" : "", why, sw.Seconds());
   return r;
 }
 
@@ -63,6 +113,7 @@ Status ModelRunner::Execute(const StepDesc& desc, ForwardOutput* out) {
     if (!kv_->IsLive(s.seq))
       return InvalidArgumentError(fmt::format("forward on KV sequence {} that does not exist", s.seq));
   }
+  pool_->Poll();
   model_->SetCaptureLayers(desc.capture_aux ? capture_layers_ : std::vector<int>{});
   if (!desc.capture_aux) out->aux_hidden.clear();
   return model_->Forward(desc.batch, kv_.get(), out);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "comm/communicator.h"
@@ -20,8 +21,23 @@ struct RunnerOptions {
   std::string model_path;
   LoadOptions load;
   int threads = 1;           // per rank
+  // The pool sheds threads while workers are descheduled by other processes
+  // and regrows them later (kernels::ThreadPool's adaptive mode); the
+  // default thread count is adaptive, an explicit --threads is not.
+  bool adapt_threads = false;
   double pool_spin_us = -1;  // ThreadPool spin before sleeping; < 0: its default
-  int kv_cache_tokens = 0;   // 0: min(context length, 8192) · 4
+  // KV cache capacity, all sequences together (KvCacheTokens): the first of
+  // kv_cache_tokens > 0 (exactly, rounded up to a page), kv_cache_bytes > 0
+  // (as many tokens as fit in that many bytes, all ranks together) and
+  // kv_request_tokens > 0 (one request of that many tokens, at most the
+  // context, plus kv_request_extra slots); otherwise
+  // kv_cache_memory_fraction of the memory available once every rank has
+  // loaded its weights, at most 4 x the context.
+  int kv_cache_tokens = 0;
+  int64_t kv_cache_bytes = 0;
+  int kv_request_tokens = 0;
+  int kv_request_extra = 0;
+  double kv_cache_memory_fraction = 0.25;
   int page_size = 16;
   TransformerOptions transformer;
   // MoE models under TP: whole routed experts per rank instead of a slice of
@@ -40,6 +56,14 @@ struct RunnerOptions {
   // and OS allow them (false: AVX512-VNNI / AVX512-BF16).
   bool amx = true;
 };
+
+// The KV cache capacity in tokens, a multiple of o.page_size, that `o` asks
+// for (see RunnerOptions) for a model of `context` tokens whose KV takes
+// `bytes_per_token` bytes per token on all ranks together, with `available`
+// bytes of memory free (nullopt: unknown, then 4 x min(context, 8192)).
+// *why says where the number came from, for the log.
+int KvCacheTokens(const RunnerOptions& o, int context, int64_t bytes_per_token,
+                  std::optional<int64_t> available, std::string* why);
 
 class ModelRunner {
  public:

@@ -78,3 +78,53 @@ TEST_F(ModelRunnerTest, WireFormatRunsLikeTheOriginalAndEngineMatchesExecute) {
 
 }  // namespace
 }  // namespace specd
+
+namespace specd {
+namespace {
+
+// KvCacheTokens: the precedence of the sizing options, and the arithmetic
+// of each (a page is 16 tokens; 1000 bytes per token).
+TEST(KvCacheTokensTest, ExplicitTokensThenBytesThenRequestThenMemory) {
+  const int64_t bpt = 1000;
+  const std::optional<int64_t> avail = int64_t{400} * 1000 * 1000;  // 400 MB
+  std::string why;
+  RunnerOptions o;
+  // Default: 25% of what is available, a whole number of pages, below 4 x context.
+  EXPECT_EQ(KvCacheTokens(o, 1 << 20, bpt, avail, &why), 100000 / 16 * 16);
+  EXPECT_NE(why.find("25% of"), std::string::npos) << why;
+  // ... at most 4 x context.
+  EXPECT_EQ(KvCacheTokens(o, 2048, bpt, avail, &why), 8192);
+  EXPECT_NE(why.find("4 x context 2048"), std::string::npos) << why;
+  // ... at least one page however little memory there is.
+  EXPECT_EQ(KvCacheTokens(o, 2048, bpt, int64_t{1000}, &why), 16);
+  // Unknown available memory: the old default.
+  EXPECT_EQ(KvCacheTokens(o, 1 << 20, bpt, std::nullopt, &why), 32768);
+  // One request: prompt + max tokens (at most the context) + tree rows, rounded up to a page.
+  o.kv_request_tokens = 100;
+  o.kv_request_extra = 7;
+  EXPECT_EQ(KvCacheTokens(o, 2048, bpt, avail, &why), 112);
+  EXPECT_EQ(why, "sized to the request");
+  EXPECT_EQ(KvCacheTokens(o, 64, bpt, avail, &why), 80);  // 64 + 7 -> 80
+  // A byte budget beats the request: as many whole pages as fit.
+  o.kv_cache_bytes = 50000;
+  EXPECT_EQ(KvCacheTokens(o, 2048, bpt, avail, &why), 48);
+  EXPECT_NE(why.find("--kv-cache-memory"), std::string::npos) << why;
+  // Explicit tokens beat everything, rounded up to a page.
+  o.kv_cache_tokens = 33;
+  EXPECT_EQ(KvCacheTokens(o, 2048, bpt, avail, &why), 48);
+  EXPECT_EQ(why, "--kv-cache-tokens");
+}
+
+TEST(KvCacheTokensTest, RunnerBuildsTheCacheItSized) {
+  auto comm = NewLocalCommunicator();
+  RunnerOptions ro;
+  ro.model_path = testing_util::TinyModelPath();
+  ro.kv_request_tokens = 40;
+  ro.kv_request_extra = 3;
+  auto r = ModelRunner::Create(ro, comm.get());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->kv().n_pages() * (*r)->kv().page_size(), 48);
+}
+
+}  // namespace
+}  // namespace specd

@@ -34,8 +34,8 @@ Scheduler::Scheduler(Engine* engine, const Tokenizer* tokenizer, Eagle3Head* hea
       pooled_acceptance_(
           std::max(options.spec.max_auto_depth, options.spec.tree.num_draft_tokens - 1)) {
   const KvCache& kv = engine_->kv();
-  const int kv_tokens = kv.n_pages() * kv.page_size();
-  max_prompt_tokens_ = std::min(engine_->config().max_seq_len - 1, kv_tokens - 1);
+  kv_capacity_tokens_ = kv.n_pages() * kv.page_size();
+  max_prompt_tokens_ = std::min(engine_->config().max_seq_len - 1, kv_capacity_tokens_ - 1);
   metrics_.kv_total_pages = kv.n_pages();
 }
 
@@ -175,6 +175,16 @@ StatusOr<std::shared_ptr<RequestStream>> Scheduler::Submit(ServeRequest req) {
         req.prompt.size(), c.max_seq_len, max_prompt_tokens_));
   if (req.max_tokens <= 0)
     return InvalidArgumentError(fmt::format("max_tokens: must be > 0, got {}", req.max_tokens));
+  // A request that fits alone always completes: preemption gives the oldest
+  // sequence the whole cache (RunBatch).
+  const int64_t need =
+      std::min<int64_t>(static_cast<int64_t>(req.prompt.size()) + req.max_tokens, c.max_seq_len);
+  if (need > kv_capacity_tokens_)
+    return OutOfRangeError(fmt::format(
+        "max_tokens: {} prompt tokens + max_tokens {} = {} tokens do not fit the KV cache of {} "
+        "tokens (--kv-cache-tokens / --kv-cache-memory): lower max_tokens to at most {}",
+        req.prompt.size(), req.max_tokens, static_cast<int64_t>(req.prompt.size()) + req.max_tokens,
+        kv_capacity_tokens_, kv_capacity_tokens_ - static_cast<int64_t>(req.prompt.size())));
   RETURN_IF_ERROR(req.sampling.Validate());
   if (!req.stop_strings.empty() && tokenizer_ == nullptr)
     return InvalidArgumentError("stop: stop strings need a tokenizer, and this model has none");
@@ -435,6 +445,7 @@ Status Scheduler::RunBatch() {
   for (size_t i = 0; i < running_.size();) {
     Sequence& r = *running_[i];
     r.step_tokens = 0;
+    r.step_plain = false;
     int n;
     const int free_pages = kv.free_pages() - reserved;
     if (!r.prefilling()) {
@@ -461,6 +472,18 @@ Status Scheduler::RunBatch() {
     }
     if (i + 1 < running_.size()) {
       Preempt(running_.size() - 1);
+      continue;
+    }
+    // Nothing newer left to preempt and the draft tree does not fit: a plain
+    // one-token step (depth 0) if that does, so a request that fits the
+    // cache alone still gets all its tokens.
+    if (!r.prefilling() && r.spec && pages(r.n_kv + 1) - pages(r.n_kv) <= free_pages) {
+      r.step_tokens = 1;
+      r.step_prefill = false;
+      r.step_plain = true;
+      reserved += pages(r.n_kv + 1) - pages(r.n_kv);
+      plan.push_back(&r);
+      ++i;
       continue;
     }
     if (plan.empty() && i == 0) {
@@ -502,7 +525,7 @@ Status Scheduler::RunBatch() {
       Status s;
       {
         OpTimer timer(&prof, ProfOp::kDraft);
-        s = r->spec->Draft(r->history, r->n_kv, r->kv_seq, &in, depth[i]);
+        s = r->spec->Draft(r->history, r->n_kv, r->kv_seq, &in, r->step_plain ? 0 : depth[i]);
       }
       r->step_draft_s = draft.Seconds();
       r->stats.draft_s += r->step_draft_s;

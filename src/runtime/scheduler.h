@@ -93,6 +93,9 @@ class Scheduler {
   // Most tokens a prompt may have (context length - 1, and the KV capacity).
   int max_prompt_tokens() const { return max_prompt_tokens_; }
   int context_length() const { return engine_->config().max_seq_len; }
+  // Tokens the KV cache holds, all sequences together. Submit refuses a
+  // request whose prompt + max_tokens (at most the context) exceeds it.
+  int kv_capacity_tokens() const { return kv_capacity_tokens_; }
 
  private:
   struct Waiting {
@@ -131,6 +134,7 @@ class Scheduler {
   SchedulerOptions options_;
   int max_prompt_tokens_ = 0;
   bool inline_ = false;  // RunToCompletion, on the caller's thread
+  int kv_capacity_tokens_ = 0;
   SchedulerMetrics metrics_;
 
   mutable Mutex mu_;

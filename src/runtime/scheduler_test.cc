@@ -506,5 +506,51 @@ TEST(SchedulerOracleTest, AcceptanceFollowsTheCorruptionRate) {
   EXPECT_NEAR(OracleAcceptFor(1 + 0.6 + 0.36 + 0.216, 3), 0.6, 1e-9);
 }
 
+// Issue 22: a request is refused up front, naming the numbers, when its
+// prompt + max_tokens cannot fit the KV cache; one that fits exactly gets all
+// its tokens even while speculating, whose draft tree no longer fits near the
+// end (those steps run plain), and they are plain greedy's.
+TEST(SchedulerKvBudgetTest, RefusesWhatCannotFitAndCompletesWhatFitsExactly) {
+  Rig rig(/*kv_cache_tokens=*/48);  // 3 pages of 16
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
+  {
+    Scheduler s(rig.engine.get(), nullptr, nullptr, SchedulerOptions());
+    EXPECT_EQ(s.kv_capacity_tokens(), 48);
+    ServeRequest r;
+    r.prompt = prompt;
+    r.max_tokens = 39;
+    auto st = s.Submit(r);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.status().code(), StatusCode::kOutOfRange);
+    EXPECT_NE(st.status().message().find("10 prompt tokens + max_tokens 39 = 49 tokens do not fit "
+                                         "the KV cache of 48 tokens"),
+              std::string::npos)
+        << st.status().message();
+    EXPECT_NE(st.status().message().find("at most 38"), std::string::npos);
+  }
+  const int n = 38;
+  const std::vector<int32_t> want = ReferenceDecode(*rig.engine, prompt, n);
+  SpecOptions so;
+  so.algorithm = SpecAlgorithm::kOracle;
+  so.tree.num_steps = 4;
+  so.tree.topk = 1;
+  so.tree.num_draft_tokens = 5;
+  so.oracle_sequence = prompt;
+  so.oracle_sequence.insert(so.oracle_sequence.end(), want.begin(), want.end());
+  so.oracle_accept = 1;
+  GenerateRequest g;
+  g.prompt = prompt;
+  g.max_tokens = n;
+  GenerateResult res;
+  Status st = Generate(*rig.engine, g, [](int32_t) { return true; }, &res, so);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(res.tokens, want);
+  EXPECT_EQ(res.finish_reason, "length");
+  // Some steps could not verify a whole tree: fewer than 5 tokens each.
+  ASSERT_FALSE(res.stats.accept_hist.empty());
+  EXPECT_GT(res.stats.accept_hist[0], 0);
+  EXPECT_EQ(rig.engine->kv().used_pages(), 0);
+}
+
 }  // namespace
 }  // namespace specd

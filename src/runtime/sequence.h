@@ -76,6 +76,9 @@ class Sequence {
   // The plan of the current step: tokens fed, batch index, first token's row.
   int step_tokens = 0, batch_index = -1, token_offset = 0;
   bool step_prefill = false;
+  // A speculating sequence whose draft tree did not fit the free KV pages
+  // this step: it takes a plain one-token step instead.
+  bool step_plain = false;
 
  private:
   int max_new_ = 0;

@@ -17,8 +17,10 @@ namespace specd {
 // `reps` timed runs per size after one warm-up run (the median of more, up
 // to 50, where a size takes under 1 ms), after a context of
 // `context` tokens; sizes between the measured ones are interpolated.
+// The context MeasureStepCosts measures after by default.
+constexpr int kStepCostContext = 32;
 StatusOr<StepCosts> MeasureStepCosts(Engine& engine, Eagle3Head* head, int max_tokens = 16,
-                                     int reps = 3, int context = 32);
+                                     int reps = 3, int context = kStepCostContext);
 
 // MeasureStepCosts, remembered in `cache_dir` (created if missing) under a
 // file named by a hash of `key`, which must name everything the costs depend

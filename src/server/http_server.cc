@@ -289,7 +289,9 @@ void OpenAiServer::Generate(HttpExchange& ex, Endpoint ep) {
                     ep == Endpoint::kChat ? "messages" : "prompt", n_prompt,
                     scheduler_->max_prompt_tokens(), scheduler_->context_length()),
         ep == Endpoint::kChat ? "messages" : "prompt"));
-  const int room = scheduler_->context_length() - n_prompt;
+  // Without max_tokens: as many as the context and the KV cache leave.
+  const int room =
+      std::min(scheduler_->context_length(), scheduler_->kv_capacity_tokens()) - n_prompt;
   sr.max_tokens = r.max_tokens ? *r.max_tokens
                                : (ep == Endpoint::kCompletions ? std::min(16, room) : room);
   sr.sampling = r.sampling;

@@ -33,6 +33,13 @@ struct SpecOptions {
   std::vector<int32_t> oracle_sequence;
   double oracle_accept = 1;
   uint64_t oracle_seed = 1;
+
+  // KV slots one speculative step appends after the committed tokens: the
+  // largest draft tree verified at once (1 without speculation).
+  int MaxTreeTokens() const {
+    if (algorithm == SpecAlgorithm::kNone) return 1;
+    return auto_shape ? max_auto_depth + 1 : tree.num_draft_tokens;
+  }
 };
 
 // The per-token acceptance probability p at which a chain of `depth` drafted
