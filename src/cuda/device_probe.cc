@@ -7,6 +7,10 @@ namespace specd::cuda {
 
 std::string DeviceInfo::Arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
 
+double DeviceInfo::PeakMemoryBandwidth() const {
+  return 2.0 * memory_clock_khz * 1000.0 * memory_bus_width_bits / 8.0;
+}
+
 std::string CudaVersionString(int version) {
   if (version <= 0) return "none";
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
