@@ -127,10 +127,14 @@ Result BenchGemv(WeightFormat f, int n_out, int n_in) {
   float* yp = y->as<float>();
   return Time(names[fi], shape, bytes, [&]() -> Status {
     switch (f) {
-      case WeightFormat::kBF16: return GemvBF16(w->as<uint16_t>(), xp, n_out, n_in, yp);
-      case WeightFormat::kQ8_0: return GemvQ8_0(w->data(), xp, n_out, n_in, yp);
-      case WeightFormat::kQ4_0: return GemvQ4_0(w->data(), xp, n_out, n_in, yp);
-      case WeightFormat::kQ4BF16: return GemvQ4BF16(w->data(), xp, n_out, n_in, yp);
+      case WeightFormat::kBF16:
+        return GemvBF16(w->as<uint16_t>(), xp, n_out, n_in, yp);
+      case WeightFormat::kQ8_0:
+        return GemvQ8_0(w->data(), xp, n_out, n_in, yp);
+      case WeightFormat::kQ4_0:
+        return GemvQ4_0(w->data(), xp, n_out, n_in, yp);
+      case WeightFormat::kQ4BF16:
+        return GemvQ4BF16(w->data(), xp, n_out, n_in, yp);
     }
     return Status::Ok();
   });
@@ -144,9 +148,8 @@ Result BenchArgmax(int n_rows, int vocab) {
   auto x = Filled(size_t(n_rows) * vocab * 4, 0x3f, &r.error);
   auto out = Filled(size_t(n_rows) * 4, 0, &r.error);
   if (!x || !out) return r;
-  return Time("argmax", shape, 4.0 * n_rows * vocab, [&] {
-    return ArgmaxRowsF32(x->as<float>(), n_rows, vocab, out->as<int32_t>());
-  });
+  return Time("argmax", shape, 4.0 * n_rows * vocab,
+              [&] { return ArgmaxRowsF32(x->as<float>(), n_rows, vocab, out->as<int32_t>()); });
 }
 
 // n_seqs sequences of ctx slots each, pages assigned in order.
@@ -155,9 +158,9 @@ Result BenchAttention(int n_seqs, int ctx, int n_heads, int n_kv_heads, int head
   const int pages_per_seq = (ctx + page_size - 1) / page_size;
   const int n_pages = n_seqs * pages_per_seq;
   const size_t kv_dim = size_t(n_kv_heads) * head_dim;
-  const std::string shape = std::to_string(n_seqs) + " seqs x " + std::to_string(ctx) +
-                            " ctx, " + std::to_string(n_heads) + "/" +
-                            std::to_string(n_kv_heads) + " heads x " + std::to_string(head_dim);
+  const std::string shape = std::to_string(n_seqs) + " seqs x " + std::to_string(ctx) + " ctx, " +
+                            std::to_string(n_heads) + "/" + std::to_string(n_kv_heads) +
+                            " heads x " + std::to_string(head_dim);
   Result r;
   r.kernel = "paged_attention";
   r.shape = shape;
@@ -190,9 +193,9 @@ Result BenchAttention(int n_seqs, int ctx, int n_heads, int n_kv_heads, int head
   // head's rows, mostly from L2), q and out.
   const double bytes = 2.0 * n_seqs * double(ctx) * kv_dim * 4 + 2.0 * q_bytes;
   return Time("paged_attention", shape, bytes, [&] {
-    return PagedDecodeAttentionF32(q->as<float>(), n_seqs, kv, dtable->as<int32_t>(),
-                                   pages_per_seq, dlens->as<int32_t>(), n_heads, n_kv_heads,
-                                   head_dim, out->as<float>());
+    return PagedDecodeAttentionF32(q->as<float>(), n_seqs, kv, dtable->as<int32_t>(), pages_per_seq,
+                                   dlens->as<int32_t>(), n_heads, n_kv_heads, head_dim,
+                                   out->as<float>());
   });
 }
 

@@ -33,12 +33,15 @@ std::vector<float> Rows(int n_rows, int vocab, uint32_t seed) {
   for (int r = 0; r < n_rows; ++r) {
     float* row = x.data() + size_t(r) * vocab;
     switch (r % 6) {
-      case 0: break;
+      case 0:
+        break;
       case 1:  // ties: the same maximum at three places
         row[vocab / 2] = row[vocab - 1] = row[vocab / 3] = 50.0f;
         break;
-      case 2: row[vocab - 1] = 60.0f; break;  // the last entry
-      case 3:                                 // only -inf: index 0
+      case 2:  // the last entry
+        row[vocab - 1] = 60.0f;
+        break;
+      case 3:  // only -inf: index 0
         for (int i = 0; i < vocab; ++i) row[i] = -kInf;
         break;
       case 4:  // NaNs are skipped, even ahead of the maximum

@@ -39,8 +39,7 @@ inline StatusCode ExpectedShapeError() {
 }
 
 // n values uniform in [lo, hi), the same for the same seed.
-inline std::vector<float> RandomVector(size_t n, uint32_t seed, float lo = -1.0f,
-                                       float hi = 1.0f) {
+inline std::vector<float> RandomVector(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);

@@ -57,7 +57,9 @@ struct Q4_0Format {
 
 struct Q4BF16Format {
   static constexpr int kBytes = 18;
-  __device__ static float Scale(uint16_t d) { return __uint_as_float(static_cast<uint32_t>(d) << 16); }
+  __device__ static float Scale(uint16_t d) {
+    return __uint_as_float(static_cast<uint32_t>(d) << 16);
+  }
   __device__ static float Dot(const uint16_t* qs, const float* xb) { return Q4Dot(qs, xb); }
 };
 
@@ -87,7 +89,8 @@ __global__ void GemvQuantKernel(const uint8_t* w, const float* x, int n_out, int
   if constexpr (staged) {
     const uint8_t* st = reinterpret_cast<const uint8_t*>(stage[warp]);
     for (; b0 + kWarpSize <= nb; b0 += kWarpSize) {
-      const uint4* chunk = reinterpret_cast<const uint4*>(row + static_cast<size_t>(b0) * F::kBytes);
+      const uint4* chunk =
+          reinterpret_cast<const uint4*>(row + static_cast<size_t>(b0) * F::kBytes);
       for (int v = lane; v < kChunkVecs; v += kWarpSize) stage[warp][v] = chunk[v];
       __syncwarp();
       acc += BlockDot<F>(st + lane * F::kBytes, x + static_cast<size_t>(b0 + lane) * kQuantBlock);
@@ -106,8 +109,8 @@ template <class F>
 Status LaunchGemvQuant(const char* name, const void* w, const float* x, int n_out, int n_in,
                        float* y) {
   if (n_out < 0 || n_in <= 0 || n_in % kQuantBlock != 0) {
-    return InvalidArgumentError(std::string(name) + ": n_out " + std::to_string(n_out) +
-                                ", n_in " + std::to_string(n_in) +
+    return InvalidArgumentError(std::string(name) + ": n_out " + std::to_string(n_out) + ", n_in " +
+                                std::to_string(n_in) +
                                 " (need n_out >= 0, n_in > 0 and a multiple of 32)");
   }
   if (n_out == 0) return Status::Ok();

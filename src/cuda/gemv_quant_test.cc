@@ -67,7 +67,8 @@ TEST(CudaGemvQuantLayoutTest, DocumentedBlockLayoutMatchesDequantizeRow) {
     ASSERT_EQ(w.size(), f.block_bytes * (n / 32)) << f.name;
     std::vector<float> ref(n), naive(n);
     DequantizeRow(f.dtype, w.data(), ref.data(), n);
-    for (int b = 0; b < n / 32; ++b) NaiveDecodeBlock(f, w.data() + b * f.block_bytes, &naive[b * 32]);
+    for (int b = 0; b < n / 32; ++b)
+      NaiveDecodeBlock(f, w.data() + b * f.block_bytes, &naive[b * 32]);
     for (int i = 0; i < n; ++i) ASSERT_EQ(naive[i], ref[i]) << f.name << " element " << i;
   }
 }
@@ -94,8 +95,8 @@ TEST_F(CudaKernelTest, QuantGemvsMatchScalarReference) {
   // Blocks per row (n_in / 32): 1, 3 and 161 take the 2-byte path only; 8 is
   // staged-eligible but shorter than one 32-block chunk; 40 is one staged
   // chunk plus 8 tail blocks; 128 and 160 are staged throughout.
-  const std::pair<int, int> shapes[] = {{1, 32},    {3, 96},     {5, 256},   {7, 1280},
-                                        {64, 4096}, {11, 5152},  {33, 5120}, {4096, 4096}};
+  const std::pair<int, int> shapes[] = {{1, 32},    {3, 96},    {5, 256},   {7, 1280},
+                                        {64, 4096}, {11, 5152}, {33, 5120}, {4096, 4096}};
   for (const Format& f : kFormats) {
     for (auto [n_out, n_in] : shapes) {
       const std::vector<uint8_t> w = QuantizedWeights(f, n_out, n_in, 5 + n_in + n_out);
@@ -143,8 +144,8 @@ TEST_F(CudaKernelTest, QuantGemvLoadPathsAgreeBitwise) {
     const std::vector<float> y = Download<float>(**dy, n_out);
     const std::vector<float> ys = Download<float>(**dys, n_out);
     for (int o = 0; o < n_out; ++o) {
-      ASSERT_EQ(std::memcmp(&y[o], &ys[o], 4), 0) << f.name << " row " << o << ": " << y[o]
-                                                  << " vs " << ys[o];
+      ASSERT_EQ(std::memcmp(&y[o], &ys[o], 4), 0)
+          << f.name << " row " << o << ": " << y[o] << " vs " << ys[o];
     }
   }
 }

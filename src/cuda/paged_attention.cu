@@ -23,15 +23,14 @@ size_t AttnSharedBytes(int head_dim) {
 __global__ void PagedDecodeAttentionKernel(const float* q, const float* k_cache,
                                            const float* v_cache, int n_pages, int page_size,
                                            const int32_t* page_table, int max_pages_per_seq,
-                                           const int32_t* seq_lens, int n_heads,
-                                           int n_kv_heads, int head_dim, float scale,
-                                           float* out) {
+                                           const int32_t* seq_lens, int n_heads, int n_kv_heads,
+                                           int head_dim, float scale, float* out) {
   extern __shared__ float smem[];
-  float* q_row = smem;                                  // (head_dim)
-  float* acc_rows = smem + head_dim;                    // (kAttnWarps, head_dim)
-  float* warp_max = acc_rows + kAttnWarps * head_dim;   // (kAttnWarps)
-  float* warp_sum = warp_max + kAttnWarps;              // (kAttnWarps)
-  float* warp_bad = warp_sum + kAttnWarps;              // (kAttnWarps), 0 or 1
+  float* q_row = smem;                                 // (head_dim)
+  float* acc_rows = smem + head_dim;                   // (kAttnWarps, head_dim)
+  float* warp_max = acc_rows + kAttnWarps * head_dim;  // (kAttnWarps)
+  float* warp_sum = warp_max + kAttnWarps;             // (kAttnWarps)
+  float* warp_bad = warp_sum + kAttnWarps;             // (kAttnWarps), 0 or 1
 
   const int h = blockIdx.x;
   const int seq = blockIdx.y;
@@ -106,8 +105,8 @@ __global__ void PagedDecodeAttentionKernel(const float* q, const float* k_cache,
 
 Status PagedDecodeAttentionF32(const float* q, int n_seqs, const PagedKvF32& kv,
                                const int32_t* page_table, int max_pages_per_seq,
-                               const int32_t* seq_lens, int n_heads, int n_kv_heads,
-                               int head_dim, float* out) {
+                               const int32_t* seq_lens, int n_heads, int n_kv_heads, int head_dim,
+                               float* out) {
   const bool shape_ok = n_seqs >= 0 && n_seqs <= kPagedAttentionMaxSeqs && n_heads > 0 &&
                         n_kv_heads > 0 && n_heads % n_kv_heads == 0 && head_dim > 0 &&
                         head_dim <= kPagedAttentionMaxHeadDim && kv.n_pages > 0 &&
@@ -118,9 +117,8 @@ Status PagedDecodeAttentionF32(const float* q, int n_seqs, const PagedKvF32& kv,
         "PagedDecodeAttentionF32: n_seqs " + std::to_string(n_seqs) + ", n_heads " +
         std::to_string(n_heads) + ", n_kv_heads " + std::to_string(n_kv_heads) + ", head_dim " +
         std::to_string(head_dim) + ", n_pages " + std::to_string(kv.n_pages) + ", page_size " +
-        std::to_string(kv.page_size) + ", max_pages_per_seq " +
-        std::to_string(max_pages_per_seq) + " (need 0 <= n_seqs <= " +
-        std::to_string(kPagedAttentionMaxSeqs) +
+        std::to_string(kv.page_size) + ", max_pages_per_seq " + std::to_string(max_pages_per_seq) +
+        " (need 0 <= n_seqs <= " + std::to_string(kPagedAttentionMaxSeqs) +
         ", n_heads a positive multiple of n_kv_heads, 0 < head_dim <= " +
         std::to_string(kPagedAttentionMaxHeadDim) +
         ", positive n_pages, page_size and max_pages_per_seq, and max_pages_per_seq * "

@@ -63,7 +63,7 @@ constexpr int kPagedAttentionMaxSeqs = 65535;
 // n_seqs == 0 does nothing.
 Status PagedDecodeAttentionF32(const float* q, int n_seqs, const PagedKvF32& kv,
                                const int32_t* page_table, int max_pages_per_seq,
-                               const int32_t* seq_lens, int n_heads, int n_kv_heads,
-                               int head_dim, float* out);
+                               const int32_t* seq_lens, int n_heads, int n_kv_heads, int head_dim,
+                               float* out);
 
 }  // namespace specd::cuda

@@ -27,9 +27,9 @@ struct Case {
 // Host copy of the inputs: pool, page tables (distinct pages per sequence,
 // shuffled), queries.
 struct Inputs {
-  std::vector<float> k, v;           // (n_pages, page_size, kv_dim)
-  std::vector<int32_t> page_table;   // (n_seqs, max_pages_per_seq); -1 past a sequence's pages
-  std::vector<float> q;              // (n_seqs, n_heads, head_dim)
+  std::vector<float> k, v;          // (n_pages, page_size, kv_dim)
+  std::vector<int32_t> page_table;  // (n_seqs, max_pages_per_seq); -1 past a sequence's pages
+  std::vector<float> q;             // (n_seqs, n_heads, head_dim)
 };
 
 Inputs MakeInputs(const Case& c, uint32_t seed) {
@@ -48,7 +48,8 @@ Inputs MakeInputs(const Case& c, uint32_t seed) {
   for (int s = 0; s < n_seqs; ++s) {
     const int n = (c.seq_lens[s] + c.page_size - 1) / c.page_size;
     EXPECT_LE(n, c.max_pages_per_seq) << c.name;
-    for (int p = 0; p < n; ++p) in.page_table[size_t(s) * c.max_pages_per_seq + p] = free_pages.at(next++);
+    for (int p = 0; p < n; ++p)
+      in.page_table[size_t(s) * c.max_pages_per_seq + p] = free_pages.at(next++);
   }
   return in;
 }
@@ -148,7 +149,8 @@ TEST_F(CudaKernelTest, PagedDecodeAttentionBadPageIdGivesNaN) {
   const std::vector<float> out = Download<float>(*d.out, in.q.size());
   const size_t per_seq = size_t(c.n_heads) * c.head_dim;
   for (size_t i = 0; i < per_seq; ++i) ASSERT_FALSE(std::isnan(out[i])) << "sequence 0, " << i;
-  for (size_t i = per_seq; i < 2 * per_seq; ++i) ASSERT_TRUE(std::isnan(out[i])) << "sequence 1, " << i;
+  for (size_t i = per_seq; i < 2 * per_seq; ++i)
+    ASSERT_TRUE(std::isnan(out[i])) << "sequence 1, " << i;
 }
 
 TEST(CudaPagedAttentionErrorTest, BadShapesAreRefusedBeforeAnyCudaCall) {
@@ -193,7 +195,8 @@ TEST(CudaPagedAttentionErrorTest, BadShapesAreRefusedBeforeAnyCudaCall) {
   EXPECT_EQ(PagedDecodeAttentionF32(nullptr, 2, kv, pt, 4, lens, 8, 2, 64, out).code(), want);
   EXPECT_EQ(PagedDecodeAttentionF32(q, 2, kv, pt, 4, lens, 8, 2, 64, nullptr).code(), want);
   if (BuiltWithCuda()) {
-    EXPECT_TRUE(PagedDecodeAttentionF32(nullptr, 0, kv, nullptr, 4, nullptr, 8, 2, 64, nullptr).ok());
+    EXPECT_TRUE(
+        PagedDecodeAttentionF32(nullptr, 0, kv, nullptr, 4, nullptr, 8, 2, 64, nullptr).ok());
   }
 }
 

@@ -45,9 +45,8 @@ Status RopeF32(float* x, int n_tokens, int n_heads, int head_dim, const int32_t*
   if (n_tokens < 0 || n_heads <= 0 || head_dim <= 0 || head_dim % 2 != 0 ||
       !std::isfinite(attention_factor)) {
     return InvalidArgumentError("RopeF32: n_tokens " + std::to_string(n_tokens) + ", n_heads " +
-                                std::to_string(n_heads) + ", head_dim " +
-                                std::to_string(head_dim) + ", attention_factor " +
-                                std::to_string(attention_factor) +
+                                std::to_string(n_heads) + ", head_dim " + std::to_string(head_dim) +
+                                ", attention_factor " + std::to_string(attention_factor) +
                                 " (need n_tokens >= 0, n_heads > 0, head_dim > 0 and even, "
                                 "a finite attention_factor)");
   }

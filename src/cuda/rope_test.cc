@@ -68,7 +68,8 @@ TEST_F(CudaKernelTest, RopeMatchesScalarReference) {
                     .ok());
     const std::vector<float> y = Download<float>(*dx, x.size());
     double maxdiff = 0;
-    for (size_t i = 0; i < y.size(); ++i) maxdiff = std::max(maxdiff, double(std::fabs(y[i] - ref[i])));
+    for (size_t i = 0; i < y.size(); ++i)
+      maxdiff = std::max(maxdiff, double(std::fabs(y[i] - ref[i])));
     std::printf("rope %d heads x %d%s factor %.4f maxdiff %.3g\n", c.n_heads, c.head_dim,
                 c.interleaved ? " interleaved" : "", c.attention_factor, maxdiff);
     EXPECT_LT(maxdiff, 1e-5) << c.n_heads << "x" << c.head_dim;
