@@ -28,11 +28,12 @@ std::string DescribeProbe(const ProbeResult& p) {
   s += "  devices: " + std::to_string(p.device_count()) + "\n";
   for (const DeviceInfo& d : p.devices) {
     char line[512];
-    std::snprintf(line, sizeof(line), "    [%d] %s, %s (compute %d.%d), %.1f GiB, %d SMs%s%s\n",
+    std::snprintf(line, sizeof(line),
+                  "    [%d] %s, %s (compute %d.%d), %.1f GiB at %.0f GB/s peak, %d SMs%s%s\n",
                   d.index, d.name.c_str(), d.Arch().c_str(), d.cc_major, d.cc_minor,
                   static_cast<double>(d.total_memory_bytes) / (1024.0 * 1024.0 * 1024.0),
-                  d.sm_count, d.unsupported_reason.empty() ? "" : ": unusable, ",
-                  d.unsupported_reason.c_str());
+                  d.PeakMemoryBandwidth() / 1e9, d.sm_count,
+                  d.unsupported_reason.empty() ? "" : ": unusable, ", d.unsupported_reason.c_str());
     s += line;
   }
   if (p.devices.empty()) s += "  no CUDA device used: " + p.reason + "\n";
