@@ -35,6 +35,7 @@ OUT="$(cd "$OUT" && pwd)"
 LOG="$OUT/gpu-check.log"
 : >"$LOG"
 exec > >(tee -a "$LOG") 2>&1
+TEE_PID=$!
 
 START=$(date +%s)
 BUDGET="${SPECD_GPU_CHECK_BUDGET_S:-470}"
@@ -115,6 +116,8 @@ finish() {  # finish STATUS EXIT_CODE [REASON]
   [ $# -ge 3 ] && REASON="$3"
   write_summary
   say "status $STATUS${REASON:+: $REASON}; summary in $OUT/summary.json, log in $LOG"
+  exec >&- 2>&-
+  wait "$TEE_PID" 2>/dev/null  # the log is complete when the script ends
   exit "$2"
 }
 
