@@ -123,7 +123,8 @@ Status LaunchGemvQuant(const char* name, const void* w, const float* x, int n_ou
                                 "need 2-byte alignment");
   }
   const int nb = n_in / kQuantBlock;
-  const int blocks = (n_out + kGemvWarpsPerCta - 1) / kGemvWarpsPerCta;
+  const auto blocks =
+      static_cast<unsigned>((int64_t{n_out} + kGemvWarpsPerCta - 1) / kGemvWarpsPerCta);
   const int threads = kGemvWarpsPerCta * kWarpSize;
   const auto* wb = static_cast<const uint8_t*>(w);
   if (wa % 16 == 0 && nb % 8 == 0) {
