@@ -109,6 +109,7 @@ nlohmann::json CudaJson(const specd::cuda::ProbeResult& p) {
                         std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
                        {"memory_bytes", d.total_memory_bytes},
                        {"sm_count", d.sm_count},
+                       {"peak_memory_bandwidth_gbps", d.PeakMemoryBandwidth() / 1e9},
                        {"usable", d.unsupported_reason.empty()},
                        {"unusable_reason", d.unsupported_reason}});
   }

@@ -7,6 +7,10 @@ namespace specd::cuda {
 
 std::string DeviceInfo::Arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
 
+double DeviceInfo::PeakMemoryBandwidth() const {
+  return 2.0 * memory_clock_khz * 1000.0 * memory_bus_width_bits / 8.0;
+}
+
 std::string CudaVersionString(int version) {
   if (version <= 0) return "none";
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
@@ -24,11 +28,12 @@ std::string DescribeProbe(const ProbeResult& p) {
   s += "  devices: " + std::to_string(p.device_count()) + "\n";
   for (const DeviceInfo& d : p.devices) {
     char line[512];
-    std::snprintf(line, sizeof(line), "    [%d] %s, %s (compute %d.%d), %.1f GiB, %d SMs%s%s\n",
+    std::snprintf(line, sizeof(line),
+                  "    [%d] %s, %s (compute %d.%d), %.1f GiB at %.0f GB/s peak, %d SMs%s%s\n",
                   d.index, d.name.c_str(), d.Arch().c_str(), d.cc_major, d.cc_minor,
                   static_cast<double>(d.total_memory_bytes) / (1024.0 * 1024.0 * 1024.0),
-                  d.sm_count, d.unsupported_reason.empty() ? "" : ": unusable, ",
-                  d.unsupported_reason.c_str());
+                  d.PeakMemoryBandwidth() / 1e9, d.sm_count,
+                  d.unsupported_reason.empty() ? "" : ": unusable, ", d.unsupported_reason.c_str());
     s += line;
   }
   if (p.devices.empty()) s += "  no CUDA device used: " + p.reason + "\n";

@@ -20,12 +20,18 @@ struct DeviceInfo {
   int cc_minor = 0;
   size_t total_memory_bytes = 0;
   int sm_count = 0;  // streaming multiprocessors
+  int memory_clock_khz = 0;       // peak memory clock; 0 if the driver does not say
+  int memory_bus_width_bits = 0;  // global memory bus width; 0 if unknown
   // Empty when this build has kernels for the device; otherwise why not
   // ("built for sm_80 and newer, device is sm_75").
   std::string unsupported_reason;
 
   // Capability-registry key: "sm_90", "sm_120".
   std::string Arch() const;
+  // Theoretical DRAM bandwidth in bytes/s, 2 (double data rate) * clock *
+  // bus width / 8: the roofline of memory-bound kernels (H100 SXM: 3.35e12).
+  // 0 when the clock or bus width is unknown.
+  double PeakMemoryBandwidth() const;
 };
 
 struct ProbeResult {

@@ -125,6 +125,17 @@ ProbeResult ProbeWithRuntime() {
       d.cc_minor = prop.minor;
       d.total_memory_bytes = prop.totalGlobalMem;
       d.sm_count = prop.multiProcessorCount;
+      // Attributes, not cudaDeviceProp fields: CUDA 13 dropped memoryClockRate.
+      if (cudaDeviceGetAttribute(&d.memory_clock_khz, cudaDevAttrMemoryClockRate, i) !=
+          cudaSuccess) {
+        cudaGetLastError();
+        d.memory_clock_khz = 0;
+      }
+      if (cudaDeviceGetAttribute(&d.memory_bus_width_bits, cudaDevAttrGlobalMemoryBusWidth, i) !=
+          cudaSuccess) {
+        cudaGetLastError();
+        d.memory_bus_width_bits = 0;
+      }
       d.unsupported_reason = UnsupportedReason(d.cc_major * 10 + d.cc_minor, p.architectures);
     }
     p.devices.push_back(std::move(d));

@@ -46,6 +46,8 @@ TEST(CudaProbeTest, DevicesReportTheirProperties) {
     EXPECT_GE(d.cc_major, 3) << d.name;
     EXPECT_GT(d.total_memory_bytes, 0u) << d.name;
     EXPECT_GT(d.sm_count, 0) << d.name;
+    EXPECT_GT(d.PeakMemoryBandwidth(), 0.0) << d.name << ": memory clock " << d.memory_clock_khz
+                                            << " kHz, bus " << d.memory_bus_width_bits << " bits";
     EXPECT_EQ(d.Arch(), "sm_" + std::to_string(d.cc_major * 10 + d.cc_minor));
   }
 }
@@ -55,6 +57,14 @@ TEST(CudaProbeTest, VersionStrings) {
   EXPECT_EQ(CudaVersionString(12080), "12.8");
   EXPECT_EQ(CudaVersionString(11020), "11.2");
   EXPECT_EQ(CudaVersionString(0), "none");
+}
+
+TEST(CudaProbeTest, PeakMemoryBandwidthFromClockAndBusWidth) {
+  DeviceInfo d;
+  EXPECT_EQ(d.PeakMemoryBandwidth(), 0.0);
+  d.memory_clock_khz = 2619000;  // H100 SXM: HBM3 at 2.619 GHz on a 5120-bit bus
+  d.memory_bus_width_bits = 5120;
+  EXPECT_NEAR(d.PeakMemoryBandwidth(), 3.352e12, 1e9);
 }
 
 TEST(CudaProbeTest, DescriptionNamesTheReasonWhenThereIsNoDevice) {

@@ -8,47 +8,14 @@
 
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <vector>
 
+#include "cuda/cuda_test_util.h"
 #include "cuda/device_probe.h"
 #include "tensor/dtype.h"
 
 namespace specd::cuda {
 namespace {
-
-const ProbeResult& Probe() {
-  static const ProbeResult probe = ProbeDevices();
-  return probe;
-}
-
-class CudaKernelTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const ProbeResult& p = Probe();
-    if (p.devices.empty()) GTEST_SKIP() << "no CUDA device: " << p.reason;
-    if (!p.devices[0].unsupported_reason.empty()) {
-      GTEST_SKIP() << p.devices[0].name << ": " << p.devices[0].unsupported_reason;
-    }
-  }
-};
-
-std::vector<float> RandomVector(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-std::unique_ptr<DeviceBuffer> Upload(const void* data, size_t bytes) {
-  auto buf = NewDeviceBuffer(bytes);
-  EXPECT_TRUE(buf.ok()) << buf.status().ToString();
-  if (!buf.ok()) return nullptr;
-  Status st = (*buf)->CopyFromHost(data, bytes);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  return std::move(buf).value();
-}
 
 TEST_F(CudaKernelTest, RmsNormMatchesScalarReference) {
   const float eps = 1e-5f;
