@@ -11,21 +11,7 @@
 # Prints one line per (mode, binary, threads): median [min, max] decode tok/s.
 set -euo pipefail
 
-repeats=3
-if [[ "${1:-}" == "-r" ]]; then
-  repeats="$2"
-  shift 2
-fi
-bins=()
-while [[ $# -gt 0 && "$1" != "--" ]]; do
-  bins+=("$1")
-  shift
-done
-[[ "${1:-}" == "--" ]] && shift
-if [[ ${#bins[@]} -eq 0 ]]; then
-  echo "usage: $0 [-r REPEATS] BINARY... -- GENERATE_FLAGS..." >&2
-  exit 2
-fi
+source "$(dirname "$0")/binaries_args.sh"
 threads=("--threads 1" "--threads 2" "")
 busy_cpu=$(taskset -pc $$ | sed 's/.*: //' | tr ',' '\n' | tail -1 | sed 's/.*-//')
 
