@@ -152,6 +152,35 @@ TEST_F(BenchCliTest, VerifyCostWithProfileHasATablePerSize) {
   EXPECT_NE(text.find("profile (forward n=4): 1 steps"), std::string::npos) << text;
 }
 
+// --baseline: short runs alternate plain and speculative (a few pairs within
+// about a second) and the speedup is the geometric mean of the pairs'
+// ratios, inside its interval; the text is still speculative greedy = plain.
+TEST_F(BenchCliTest, GenerateBaselineAlternatesShortRuns) {
+  int status = -1;
+  const std::string common = SpecdBinary() + " generate --model " + model_ +
+                             " --prompt-ids 1,2,3,1,2,3 --max-tokens 8 --ignore-eos --json ";
+  const json spec = json::parse(
+      RunCommand(common + "--speculative-algorithm NGRAM --baseline 2>/dev/null", &status));
+  ASSERT_EQ(status, 0);
+  const json plain = json::parse(RunCommand(common + "2>/dev/null", &status));
+  ASSERT_EQ(status, 0);
+  EXPECT_EQ(spec["token_ids"], plain["token_ids"]);
+  const json& st = spec["stats"];
+  const int rounds = st["baseline_rounds"].get<int>();
+  EXPECT_GE(rounds, 2) << "a run of 8 tokens on the tiny model takes well under 0.2 s";
+  EXPECT_LE(rounds, 5);
+  EXPECT_GT(st["baseline_decode_tok_s"].get<double>(), 0);
+  EXPECT_GT(st["speculative_decode_tok_s"].get<double>(), 0);
+  const double s = st["speedup"].get<double>();
+  ASSERT_TRUE(st.contains("speedup_interval")) << st.dump();
+  EXPECT_LE(st["speedup_interval"][0].get<double>(), s * (1 + 1e-12));
+  EXPECT_GE(st["speedup_interval"][1].get<double>(), s * (1 - 1e-12));
+  // Without --baseline there is nothing to compare.
+  EXPECT_FALSE(json::parse(RunCommand(common + "--speculative-algorithm NGRAM 2>/dev/null",
+                                      &status))["stats"]
+                   .contains("speedup"));
+}
+
 TEST_F(BenchCliTest, ThreadingFlagsGiveTheSameGreedyTokens) {
   auto tokens = [&](const std::string& flags) {
     int status = -1;
