@@ -560,6 +560,7 @@ Status Scheduler::RunBatch() {
   const int V = engine_->config().vocab_size;
   const size_t aux_stride = 3 * static_cast<size_t>(engine_->config().hidden_dim);
 
+  int emitted = 0, spec_seqs = 0;  // decode tokens this step; speculating sequences
   for (Sequence* rp : plan) {
     Sequence& r = *rp;
     const int row0 = out_.seq_row[r.batch_index];
@@ -618,6 +619,8 @@ Status Scheduler::RunBatch() {
         std::vector<int> rows;
         for (int p : vr.path) rows.push_back(row0 + p);
         EmitTokens(r, vr.emitted, out_.logits.data(), rows, now);
+        emitted += static_cast<int>(vr.emitted.size());
+        ++spec_seqs;
         if (!r.done()) {
           Stopwatch extend;
           OpTimer timer(&prof, ProfOp::kDraft);
@@ -648,13 +651,28 @@ Status Scheduler::RunBatch() {
         sampled = SampleRow(r, logits, r.n_kv - 1, &t);
       }
       if (sampled) EmitTokens(r, {t}, out_.logits.data(), {row0}, now);
+      emitted += sampled ? 1 : 0;
     }
     if (!s.ok()) FailRequest(r, s);
   }
   std::erase_if(running_, [](const std::unique_ptr<Sequence>& r) { return r->done(); });
   if (prof.enabled()) prof.AddStep(NowNanos() - step_start);
-  if (getenv("XX_TRACE")) fprintf(stderr, "XX step %.3f fwd %.3f tokens %d\n", (NowSeconds() - step_start_s) * 1e3, forward_s * 1e3, offset);
+  if (!any_prefill && spec_seqs > 0) ObserveSpeedup(plan.size(), emitted, NowSeconds() - step_start_s);
   return Status::Ok();
+}
+
+void Scheduler::ObserveSpeedup(size_t seqs, int emitted, double step_s) {
+  // Each gauge follows roughly the last 32 decode steps.
+  constexpr double kWeight = 1.0 / 32;
+  const StepCosts* costs = engine_->step_costs();
+  if (!options_.spec.auto_shape || costs == nullptr || seqs == 0 || !(step_s > 0)) return;
+  const int n = static_cast<int>(seqs);
+  const double measured = (emitted / step_s) / (n / costs->Target(n));
+  auto follow = [](double* avg, double x) { *avg = *avg > 0 ? *avg + kWeight * (x - *avg) : x; };
+  follow(&measured_speedup_, measured);
+  follow(&predicted_speedup_, metrics_.predicted_speedup.load());
+  metrics_.measured_speedup_avg = measured_speedup_;
+  metrics_.predicted_speedup_avg = predicted_speedup_;
 }
 
 void Scheduler::FailRequest(Sequence& r, const Status& s) {

@@ -152,6 +152,10 @@ class Scheduler {
   // starting estimate (drafts are accepted alike across the requests of one
   // model and drafter far more often than not).
   AcceptanceModel pooled_acceptance_;
+  // Decode steps with auto-shaped speculation: averages of the measured and
+  // predicted speedup over plain decoding (metrics_ publishes them).
+  void ObserveSpeedup(size_t seqs, int emitted, double step_s);
+  double measured_speedup_ = 0, predicted_speedup_ = 0;
   ForwardOutput out_;
 };
 

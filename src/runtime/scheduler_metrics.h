@@ -59,6 +59,11 @@ struct SchedulerMetrics {
   // decoding for the last step.
   Histogram draft_depth;
   std::atomic<double> predicted_speedup{0};
+  // Over roughly the last 32 decode steps with auto-shaped speculation: the
+  // tokens per second measured (the whole step: drafting, forward,
+  // verification) against the plain rate the cost model predicts for the
+  // same sequences, t(n) for n sequences; and the predicted speedup.
+  std::atomic<double> measured_speedup_avg{0}, predicted_speedup_avg{0};
 };
 
 }  // namespace specd

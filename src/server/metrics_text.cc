@@ -88,6 +88,14 @@ std::string RenderMetrics(const RequestCounter& requests, const SchedulerMetrics
   Scalar(&out, "specd_spec_predicted_speedup", "gauge",
          "The cost model's predicted speedup over plain decoding for the last step.",
          m->predicted_speedup.load());
+  Scalar(&out, "specd_spec_predicted_speedup_avg", "gauge",
+         "The cost model's predicted speedup over plain decoding, averaged over about the last "
+         "32 decode steps.",
+         m->predicted_speedup_avg.load());
+  Scalar(&out, "specd_spec_measured_speedup_avg", "gauge",
+         "Tokens per second measured over about the last 32 decode steps (drafting, forward and "
+         "verification) against the plain rate the cost model predicts for the same batch.",
+         m->measured_speedup_avg.load());
   Scalar(&out, "specd_allreduce_seconds_total", "counter",
          "Seconds rank 0 spent inside collectives (Communicator::comm_seconds).",
          m->comm_seconds.load());

@@ -249,6 +249,12 @@ if plain_base_url:
     check("speculative verify steps counted in /metrics", steps > 0, steps)
     check("speculative mean accept length >= 1", metric("specd_spec_accept_length_mean") >= 1,
           metric("specd_spec_accept_length_mean"))
+    # Auto-shaped speculation (the default): the chosen depths, and the
+    # predicted and measured speedup over plain decoding.
+    check("auto shape: a depth recorded per verify step",
+          metric("specd_spec_draft_depth_count") >= steps > 0, metric("specd_spec_draft_depth_count"))
+    for name in ("specd_spec_predicted_speedup_avg", "specd_spec_measured_speedup_avg"):
+        check(f"{name} in (0, 10)", 0 < metric(name) < 10, metric(name))
 
 print("all checks passed" if failed == 0 else f"{failed} checks failed", flush=True)
 sys.exit(0 if failed == 0 else 1)
