@@ -127,62 +127,99 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
   DepthChoice c;
   c.depth.assign(n, 0);
   if (n == 0 || costs.target.empty()) return c;
-  // E_i(k) once per sequence and depth, and the choice's sums kept as
-  // running totals: a step of 16 sequences searches 2 x 16 x 9 candidates,
-  // each O(1) (recomputing every sequence's E per candidate cost more than
-  // the rest of a small model's step).
+  // E_i(k) once per sequence and depth, and a choice's sums kept as running
+  // totals: a step of 16 sequences searches 2 starts x 2 x 16 x 9
+  // candidates, each O(1) (recomputing every sequence's E per candidate cost
+  // more than the rest of a small model's step).
   std::vector<std::vector<double>> e(n);
+  int deepest = 0;
   for (int i = 0; i < n; ++i) {
     e[i].resize(std::max(0, max_depth[i]) + 1);
     for (size_t k = 0; k < e[i].size(); ++k) e[i][k] = seqs[i]->ExpectedTokens(static_cast<int>(k));
-  }
-  double sum_e = 0;
-  int fed = other_tokens, drafted = 0;
-  for (int i = 0; i < n; ++i) {
-    sum_e += e[i][0];
-    fed += 1;
+    deepest = std::max(deepest, static_cast<int>(e[i].size()) - 1);
   }
   auto rate = [&](double tokens, int fed_tokens, int drafted_tokens, double* time) {
     const double t = costs.Target(fed_tokens) + drafted_tokens * costs.DraftStep();
     if (time) *time = t;
     return tokens / t;
   };
-  double best = rate(sum_e, fed, drafted, &c.step_s);
-  c.expected_tokens = sum_e;
-  const double plain_rate = best;
-  c.plain_step_s = c.step_s;
-  for (int sweep = 0; sweep < (n == 1 ? 1 : 2); ++sweep) {
+  // A choice and its running sums.
+  struct Search {
+    std::vector<int> depth;
+    double sum_e = 0;
+    int fed = 0, drafted = 0;
+    double rate = 0;
+  };
+  auto start_at = [&](const std::vector<int>& depth) {
+    Search s{depth, 0, other_tokens, 0, 0};
     for (int i = 0; i < n; ++i) {
-      const int keep = c.depth[i];
-      // The sums without sequence i.
-      const double e0 = sum_e - e[i][keep];
-      const int fed0 = fed - (keep + 1), drafted0 = drafted - (keep > 0 ? keep + 1 : 0);
-      int best_k = keep;
-      double best_r = best;
-      for (int k = 0; k < static_cast<int>(e[i].size()); ++k) {
-        const double r = rate(e0 + e[i][k], fed0 + k + 1, drafted0 + (k > 0 ? k + 1 : 0), nullptr);
-        // Strictly better only: ties keep the shallower (cheaper to be wrong).
-        if (r > best_r * (1 + 1e-9)) {
-          best_r = r;
-          best_k = k;
+      s.sum_e += e[i][depth[i]];
+      s.fed += depth[i] + 1;
+      s.drafted += depth[i] > 0 ? depth[i] + 1 : 0;
+    }
+    s.rate = rate(s.sum_e, s.fed, s.drafted, nullptr);
+    return s;
+  };
+  // Coordinate search: each sequence in turn takes the depth that maximises
+  // the batch's rate with the others fixed.
+  auto improve = [&](Search s) {
+    for (int sweep = 0; sweep < (n == 1 ? 1 : 2); ++sweep) {
+      for (int i = 0; i < n; ++i) {
+        const int keep = s.depth[i];
+        // The sums without sequence i.
+        const double e0 = s.sum_e - e[i][keep];
+        const int fed0 = s.fed - (keep + 1), drafted0 = s.drafted - (keep > 0 ? keep + 1 : 0);
+        int best_k = keep;
+        double best_r = s.rate;
+        for (int k = 0; k < static_cast<int>(e[i].size()); ++k) {
+          const double r =
+              rate(e0 + e[i][k], fed0 + k + 1, drafted0 + (k > 0 ? k + 1 : 0), nullptr);
+          // Strictly better only: ties keep the shallower (cheaper to be wrong).
+          if (r > best_r * (1 + 1e-9)) {
+            best_r = r;
+            best_k = k;
+          }
         }
+        s.rate = best_r;
+        s.depth[i] = best_k;
+        s.sum_e = e0 + e[i][best_k];
+        s.fed = fed0 + best_k + 1;
+        s.drafted = drafted0 + (best_k > 0 ? best_k + 1 : 0);
       }
-      best = best_r;
-      c.depth[i] = best_k;
-      sum_e = e0 + e[i][best_k];
-      fed = fed0 + best_k + 1;
-      drafted = drafted0 + (best_k > 0 ? best_k + 1 : 0);
+    }
+    return s;
+  };
+  const Search plain = start_at(c.depth);
+  c.expected_tokens = plain.sum_e;
+  rate(plain.sum_e, plain.fed, plain.drafted, &c.plain_step_s);
+  c.step_s = c.plain_step_s;
+  Search best = improve(plain);
+  // The search is local, and t(n) jumps where the kernels change (one token
+  // runs a GEMV, a few a GEMV per row group, more a tiled GEMM): in a batch
+  // where drafting pays only when every sequence drafts, any one sequence
+  // drafting alone pays the jump and loses, so the search from all-plain
+  // stays there. It also starts from the best uniform depth (every sequence
+  // at k, capped by its own maximum).
+  if (n > 1) {
+    Search uniform = plain;
+    std::vector<int> depth(n);
+    for (int k = 1; k <= deepest; ++k) {
+      for (int i = 0; i < n; ++i) depth[i] = std::min(k, static_cast<int>(e[i].size()) - 1);
+      Search s = start_at(depth);
+      if (s.rate > uniform.rate) uniform = std::move(s);
+    }
+    if (uniform.rate > plain.rate) {
+      Search s = improve(std::move(uniform));
+      if (s.rate > best.rate) best = std::move(s);
     }
   }
   // Drafting must win by kMargin over all-plain: near break-even the
   // estimates' errors decide, and a wrong draft costs more than a missed one.
   // (Judged on the whole batch: one sequence's share of a gain may be small.)
-  if (best <= plain_rate * (1 + kMargin)) {
-    c.depth.assign(n, 0);
-    return c;
-  }
-  c.expected_tokens = sum_e;
-  rate(sum_e, fed, drafted, &c.step_s);
+  if (best.rate <= plain.rate * (1 + kMargin)) return c;
+  c.depth = std::move(best.depth);
+  c.expected_tokens = best.sum_e;
+  rate(best.sum_e, best.fed, best.drafted, &c.step_s);
   return c;
 }
 

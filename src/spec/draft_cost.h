@@ -95,15 +95,15 @@ struct DepthChoice {
   double predicted_speedup() const;
 };
 
-// Coordinate search over the batch: starting from all-plain, each sequence in
-// turn takes the depth in [0, max_depth[i]] that maximises the batch's
-// expected tokens per second with the others fixed; two sweeps; the result
+// Coordinate search over the batch: from a start, each sequence in turn
+// takes the depth in [0, max_depth[i]] that maximises the batch's expected
+// tokens per second with the others fixed; two sweeps. It runs from all-plain
+// and from the best uniform depth (every sequence at the same k), because
+// t_target(n) is not concave (one token runs a GEMV, more a GEMM): where only
+// a joint move pays, one sequence at a time never finds it. The best result
 // stands only if it beats all-plain by 5 % (near break-even the estimates'
-// errors decide). Every depth
-// is tried, not only the next one, because t_target(n) is not concave (one
-// token runs a GEMV, two a GEMM). A batch of one is searched exhaustively.
-// `other_tokens`: tokens the same forward runs for sequences not choosing
-// (prompt chunks, plain sequences).
+// errors decide). Every depth is tried, not only the next one. A batch of
+// one is searched exhaustively.
 DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
                          const std::vector<int>& max_depth, int other_tokens = 0);
 

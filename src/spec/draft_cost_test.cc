@@ -116,6 +116,78 @@ TEST(ChooseDepthsTest, BatchNeverPredictsWorseThanPlainAndPrefersGoodSequences) 
   EXPECT_EQ(c2.depth[1], 0);
 }
 
+// t(n) flat up to a batch of 8 single tokens, then a jump (another kernel
+// path): drafting pays only when every sequence drafts, which a search moving
+// one sequence at a time from all-plain never finds.
+TEST(ChooseDepthsTest, FindsTheJointMoveAcrossACostJump) {
+  std::mt19937 rng(11);
+  AcceptanceModel m(7);
+  for (int i = 0; i < 500; ++i) m.Observe(7, SimulateChain(std::vector<double>(7, 0.8), 7, &rng));
+  std::vector<double> t;
+  for (int n = 1; n <= 64; ++n) t.push_back(n <= 8 ? 1.0 : 2.5 + 0.01 * (n - 9));
+  const StepCosts costs = Costs(t);
+  const std::vector<const AcceptanceModel*> seqs(8, &m);
+  const std::vector<int> max_depth(8, 7);
+  // One sequence drafting alone loses against all-plain...
+  const double plain_rate = 8 / costs.Target(8);
+  for (int k = 1; k <= 7; ++k)
+    EXPECT_LT((7 + m.ExpectedTokens(k)) / costs.Target(8 + k), plain_rate) << k;
+  // ...while all of them drafting wins.
+  const DepthChoice c = ChooseDepths(costs, seqs, max_depth);
+  int fed = 0;
+  for (int d : c.depth) {
+    EXPECT_GT(d, 0);
+    fed += d + 1;
+  }
+  EXPECT_GT(c.predicted_speedup(), 1.2);
+  double e = 0;
+  for (int d : c.depth) e += m.ExpectedTokens(d);
+  EXPECT_NEAR(c.predicted_speedup(), (e / costs.Target(fed)) / plain_rate, 1e-9);
+}
+
+// Small batches against exhaustive search: the choice is at least as good as
+// the best uniform depth and as all-plain, and it is never predicted slower.
+TEST(ChooseDepthsTest, SmallBatchesAgainstExhaustiveSearch) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 3, max_d = 4;
+    std::vector<AcceptanceModel> models(n, AcceptanceModel(max_d));
+    for (auto& m : models) {
+      std::vector<double> q(max_d, u(rng));
+      for (int i = 0; i < 100; ++i) m.Observe(max_d, SimulateChain(q, max_d, &rng));
+    }
+    std::vector<double> t;
+    const double jump = 1 + 2 * u(rng), slope = 0.2 * u(rng);
+    for (int k = 1; k <= 16; ++k) t.push_back(k <= n ? 1.0 : jump + slope * k);
+    const StepCosts costs = Costs(t);
+    std::vector<const AcceptanceModel*> seqs;
+    for (auto& m : models) seqs.push_back(&m);
+    auto rate_of = [&](const std::vector<int>& d) {
+      double e = 0;
+      int fed = 0;
+      for (int i = 0; i < n; ++i) {
+        e += models[i].ExpectedTokens(d[i]);
+        fed += d[i] + 1;
+      }
+      return e / costs.Target(fed);
+    };
+    double best = 0;
+    for (int a = 0; a <= max_d; ++a)
+      for (int b = 0; b <= max_d; ++b)
+        for (int c = 0; c <= max_d; ++c) best = std::max(best, rate_of({a, b, c}));
+    const DepthChoice c = ChooseDepths(costs, seqs, std::vector<int>(n, max_d));
+    const double got = rate_of(c.depth), plain = rate_of({0, 0, 0});
+    SCOPED_TRACE(trial);
+    EXPECT_GE(got, plain * (1 - 1e-12));
+    // Drafting is chosen where the exhaustive best beats plain by well over
+    // the 5 % margin, and then it gets most of that gain.
+    if (best > 1.2 * plain) {
+      EXPECT_GE(got, 0.95 * best);
+    }
+  }
+}
+
 TEST(StepCostsTest, InterpolatesInsideAndExtendsBeyond) {
   const StepCosts c = Costs({1.0, 2.0, 4.0});
   EXPECT_DOUBLE_EQ(c.Target(1), 1.0);
