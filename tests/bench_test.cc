@@ -1,6 +1,7 @@
 // specd bench, generate --profile / --verify-cost and --quantize through the
 // binary and in process, on the "tiny" fixture.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 
@@ -223,6 +224,24 @@ TEST_F(BenchCliTest, ThreadingFlagsGiveTheSameGreedyTokens) {
                                &status);
   EXPECT_NE(status, 0);
   EXPECT_NE(err.find("--matmul-split"), std::string::npos) << err;
+}
+
+// Weights that stay in the last-level cache skip the start-up read probe
+// (a buffer of up to 256 MiB faulted in) and stream without software prefetch.
+TEST_F(BenchCliTest, CachedWeightsSkipTheReadProbe) {
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 < (4L << 20)) GTEST_SKIP() << "this machine reports no L3 of at least 4 MiB (" << l3 << ")";
+  int status = -1;
+  const std::string log = RunCommand(SpecdBinary() + " generate --model " + model_ +
+                                         " --prompt-ids 1 --max-tokens 1 --json 2>&1 >/dev/null",
+                                     &status);
+  ASSERT_EQ(status, 0) << log;
+  EXPECT_NE(log.find("no read probe"), std::string::npos) << log;
+  EXPECT_EQ(log.find("sequential read"), std::string::npos) << log;
+  const json j = json::parse(RunCommand(SpecdBinary() + " generate --model " + model_ +
+                                            " --prompt-ids 1 --max-tokens 1 --json 2>/dev/null",
+                                        &status));
+  EXPECT_EQ(j["stats"]["stream_prefetch"], 0);
 }
 
 // --quantize q8_0 on the safetensors folder decodes the same greedy tokens as

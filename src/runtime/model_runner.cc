@@ -8,6 +8,7 @@
 #include "base/logging.h"
 #include "base/meminfo.h"
 #include "kernels/read_calibration.h"
+#include "platform/cpu_features.h"
 
 namespace specd {
 
@@ -55,7 +56,11 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
   r->ckpt_ = std::move(ckpt).value();
   const ModelConfig& c = r->ckpt_->config();
   bool quantized = false;
-  for (const auto& [name, t] : r->ckpt_->tensors()) quantized |= IsQuantized(t.dtype);
+  size_t weight_bytes = 0;
+  for (const auto& [name, t] : r->ckpt_->tensors()) {
+    quantized |= IsQuantized(t.dtype);
+    weight_bytes += t.nbytes;
+  }
   auto plan = ShardPlan::Create(c, comm->rank(), comm->world_size(), quantized,
                                 options.expert_parallel);
   if (!plan.ok()) return std::move(plan).TakeStatus().WithStage("shard plan");
@@ -65,6 +70,23 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
   kernels::SetWeightPrefetch(options.weight_prefetch);
   kernels::SetStreamDecode(options.stream_decode);
   int stream_prefetch = options.weight_prefetch ? options.stream_prefetch : 0;
+  // Weights that stay in the last-level cache are not streamed from memory:
+  // software prefetch cannot matter, and the probe would fault in a buffer of
+  // up to 256 MiB on every start (most of a tiny model's start-up and RSS).
+  // "Stay": at most half the reported L3 and at most kCachedWeightBytes,
+  // because a VM may report a whole socket's L3 or a made-up figure.
+  constexpr int64_t kCachedWeightBytes = int64_t{16} << 20;
+  const int64_t l3 = GetCpuFeatures().l3_bytes;
+  if (options.stream_decode && stream_prefetch < 0 &&
+      static_cast<int64_t>(weight_bytes) <= std::min(l3 / 2, kCachedWeightBytes)) {
+    LogOnce(LogLevel::kInfo, "stream-prefetch-calibration", "load weights",
+            fmt::format("decode reads: the weights ({:.1f} MiB) stay in the {:.0f} MiB "
+                        "last-level cache: no software prefetch, no read probe (override: "
+                        "--stream-prefetch on|off)",
+                        static_cast<double>(weight_bytes) / (1 << 20),
+                        static_cast<double>(l3) / (1 << 20)));
+    stream_prefetch = 0;
+  }
   if (options.stream_decode && stream_prefetch < 0) {
     const kernels::ReadCalibration& cal = kernels::CalibrateStreamPrefetch();
     LogOnce(LogLevel::kInfo, "stream-prefetch-calibration", "load weights",
