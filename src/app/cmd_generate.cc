@@ -244,11 +244,13 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
   // runs alternate for up to kMaxRounds pairs within about a second, and the
   // speedup is the geometric mean of the pairs' ratios (drift of the machine
   // cancels). The text and the other stats are the first speculative run's.
+  // (A run with no decode phase, one token or none, has no rate: no ratio.)
   double spec_tok_s = st.decode_tok_s();
   RatioInterval speedup;
-  if (baseline_tok_s > 0) speedup = PairedRatio({baseline_tok_s}, {spec_tok_s});
+  const bool compare = baseline_tok_s > 0 && spec_tok_s > 0;
+  if (compare) speedup = PairedRatio({baseline_tok_s}, {spec_tok_s});
   int rounds = baseline_tok_s > 0 ? 1 : 0;
-  if (baseline_tok_s > 0 && !oracle) {
+  if (compare && !oracle) {
     constexpr int kMaxRounds = 5;
     constexpr double kRoundsBudgetS = 1.0;
     std::vector<double> base_rates{baseline_tok_s}, spec_rates{spec_tok_s};
@@ -260,6 +262,7 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
                           .WithStage("baseline generate"));
       RETURN_IF_ERROR(Generate(engine, req, [](int32_t) { return true; }, &r, spec, head.get())
                           .WithStage("generate"));
+      if (!(b.stats.decode_tok_s() > 0 && r.stats.decode_tok_s() > 0)) break;
       base_rates.push_back(b.stats.decode_tok_s());
       spec_rates.push_back(r.stats.decode_tok_s());
       ++rounds;
