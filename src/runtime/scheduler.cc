@@ -657,7 +657,8 @@ Status Scheduler::RunBatch() {
   }
   std::erase_if(running_, [](const std::unique_ptr<Sequence>& r) { return r->done(); });
   if (prof.enabled()) prof.AddStep(NowNanos() - step_start);
-  if (!any_prefill && spec_seqs > 0) ObserveSpeedup(plan.size(), emitted, NowSeconds() - step_start_s);
+  if (!any_prefill && spec_seqs > 0)
+    ObserveSpeedup(plan.size(), emitted, NowSeconds() - step_start_s);
   return Status::Ok();
 }
 

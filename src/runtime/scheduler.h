@@ -111,6 +111,10 @@ class Scheduler {
   // Each planned speculating sequence's draft depth this step (-1: its fixed
   // shape), from the cost model, with occasional probes out of plain mode.
   std::vector<int> ChooseDraftDepths(const std::vector<Sequence*>& plan);
+  // A decode step of `seqs` sequences with auto-shaped speculation emitted
+  // `emitted` tokens in `step_s`: moves the averages of the measured and
+  // predicted speedup over plain decoding that metrics_ publishes.
+  void ObserveSpeedup(size_t seqs, int emitted, double step_s);
   void Loop() EXCLUDES(mu_);
   void Admit() EXCLUDES(mu_);
   Status RunBatch();
@@ -152,9 +156,7 @@ class Scheduler {
   // starting estimate (drafts are accepted alike across the requests of one
   // model and drafter far more often than not).
   AcceptanceModel pooled_acceptance_;
-  // Decode steps with auto-shaped speculation: averages of the measured and
-  // predicted speedup over plain decoding (metrics_ publishes them).
-  void ObserveSpeedup(size_t seqs, int emitted, double step_s);
+  // Averages of the measured and predicted speedup (ObserveSpeedup).
   double measured_speedup_ = 0, predicted_speedup_ = 0;
   ForwardOutput out_;
 };
