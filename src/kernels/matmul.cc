@@ -258,7 +258,7 @@ void Int4MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const flo
 // From this many tokens a BF16 matmul goes to the AMX-BF16 tile kernel when
 // AMX is on and the CPU has AMX-BF16 (same bf16-rounded activations as the
 // AVX512-BF16 path).
-constexpr int kAmxBf16MinTokens = 4;
+constexpr int kAmxBf16MinTokens = 2;
 
 void Bf16MatMulAvx512(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
                       int n_tokens, float* y, ThreadPool* pool) {

@@ -514,11 +514,11 @@ TEST(Bf16AmxMatMulTest, MatchesReferenceAndTheAvx512Bf16Path) {
   }
   ThreadPool pool(3);
   // cols: multiples of 32 take the tile kernel; 77 falls back. rows: 16-row
-  // groups and rests; tokens: from the tile threshold (4) up, partial tiles.
+  // groups and rests; tokens: from the tile threshold (2) up, partial tiles.
   for (int64_t cols : {32, 96, 77, 2048}) {
     for (int64_t rows : {1, 16, 31, 50}) {
       Weights w = MakeWeights(DType::kBF16, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
-      for (int n_tokens : {4, 7, 16, 33}) {
+      for (int n_tokens : {2, 3, 4, 7, 16, 33}) {
         SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
                      " n_tokens=" + std::to_string(n_tokens));
         std::vector<float> x = MakeActs(n_tokens, cols, static_cast<uint32_t>(n_tokens + 3 * cols));
