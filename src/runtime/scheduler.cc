@@ -72,16 +72,19 @@ std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan
   // argmax, and a sampled token is a function of the seed, its position and
   // its logits row (sampling/sampler.h), so a seed reproduces its text
   // whatever was chosen.
+  // Each sequence chooses among the drafts it can make now: an n-gram step
+  // with no match is plain whatever the model expects of a match.
   std::vector<const AcceptanceModel*> models;
-  std::vector<int> max_depth, index;
+  std::vector<int> max_depth, index, deepest(plan.size(), 0);
   int other = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& r = *plan[i];
     if (r.step_prefill || !r.spec) {
       other += r.step_tokens;
     } else {
+      deepest[i] = r.spec->DraftableDepth(r.history, r.n_kv);
       models.push_back(&r.spec->acceptance());
-      max_depth.push_back(r.spec->MaxAutoDepth(r.n_kv));
+      max_depth.push_back(deepest[i]);
       index.push_back(static_cast<int>(i));
     }
   }
@@ -100,10 +103,9 @@ std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan
     if (depth[i] < 0) continue;
     Sequence& r = *plan[i];
     int d = depth[i];
-    const int deepest = r.spec->MaxAutoDepth(r.n_kv);
-    if (d >= deepest) {
+    if (deepest[i] > 0 && d >= deepest[i]) {
       r.plain_streak = 0;
-    } else if (++r.plain_streak >= r.probe_after) {
+    } else if (++r.plain_streak >= r.probe_after && deepest[i] > 0) {
       // A probe: the acceptance of depths never drafted is only a guess, so
       // now and then draft them to learn whether they pay. N-gram drafts
       // cost nothing to make and are often accepted whole or not at all:
@@ -112,7 +114,7 @@ std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan
       // is at most kProbeBudget of the plain steps since the last one, so
       // where drafting is far from paying (a tiny target, against which a
       // draft-head step is expensive) probes stay rare.
-      const int probe = r.spec->eagle() ? std::min(deepest, 2) : deepest;
+      const int probe = r.spec->eagle() ? std::min(deepest[i], 2) : deepest[i];
       const StepCosts& costs = *engine_->step_costs();
       const double plain_s = r.plain_streak * costs.Target(step_tokens) / std::max(1, step_seqs);
       if (ProbeLoss(costs, r.spec->acceptance(), probe, step_tokens, step_seqs) <=

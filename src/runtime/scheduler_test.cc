@@ -6,14 +6,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "kernels/dispatch.h"
 #include "runtime/generate.h"
 #include "runtime/reference_decode.h"
 #include "runtime/tiny_model_test_util.h"
+#include "spec/ngram.h"
 
 namespace specd {
 namespace {
@@ -407,6 +410,40 @@ TEST(SchedulerAutoShapeTest, GreedyEqualsPlainWhateverTheCosts) {
   EXPECT_GT(Steps(deep.stats.depth_hist, 1), 0);
   EXPECT_GT(deep.stats.predicted_speedup_mean(), 1.0);
   EXPECT_EQ(rig.engine->kv().used_pages(), 0);
+}
+
+// N-gram drafts are known before the choice: a sequence chooses among the
+// drafts its history offers, so a step with no match (or a short one) is not
+// counted, nor verified, as a deep draft. With verification as cheap as a
+// decode step every step drafts all it can: max_tokens 2 leaves one decode
+// step, whose depth is the length of the n-gram draft after the first token.
+// The prompts are a base prompt plus the start of its greedy continuation, so
+// the drafts range from none to the deepest chain.
+TEST(SchedulerAutoShapeTest, NgramDepthIsTheDraftTheHistoryOffers) {
+  Rig rig;
+  StepCosts flat;
+  flat.learn = false;
+  flat.target.assign(16, 1e-3);
+  std::set<int> offered;
+  for (const std::vector<int32_t>& base :
+       {std::vector<int32_t>{1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2, 3},
+        std::vector<int32_t>{20, 21, 22, 23, 24, 25}}) {
+    const std::vector<int32_t> cont = ReferenceDecode(*rig.engine, base, 24);
+    for (size_t k = 0; k < cont.size(); ++k) {
+      std::vector<int32_t> prompt = base;
+      prompt.insert(prompt.end(), cont.begin(), cont.begin() + k);
+      std::vector<int32_t> history = prompt;
+      history.push_back(ReferenceDecode(*rig.engine, prompt, 1)[0]);
+      const int want = std::min(6, NgramDraft(history, 6).size() - 1);
+      offered.insert(want);
+      AutoRun run = RunAuto(*rig.engine, prompt, 2, &flat);
+      std::vector<int> hist(want + 1, 0);
+      hist[want] = 1;
+      EXPECT_EQ(run.stats.depth_hist, hist) << "prompt of " << prompt.size() << " tokens";
+    }
+  }
+  EXPECT_TRUE(offered.count(0) && offered.count(6) && offered.size() >= 3)
+      << "the prompts should offer no draft, short drafts and the deepest chain";
 }
 
 // Seeded sampling under auto shapes: whatever depths the costs lead to, each

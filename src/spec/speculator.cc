@@ -32,6 +32,15 @@ int Speculator::MaxTreeSize(int L) const {
   return L + n <= max_seq_len_ ? n : 1;
 }
 
+int Speculator::DraftableDepth(const std::vector<int32_t>& history, int L) const {
+  const int deepest = MaxAutoDepth(L);
+  if (eagle_ || deepest == 0) return deepest;
+  const DraftTree t = options_.algorithm == SpecAlgorithm::kOracle
+                          ? OracleDraft(history, deepest)
+                          : NgramDraft(history, deepest, options_.ngram);
+  return t.size() - 1;  // a chain: one node per depth under the root
+}
+
 void Speculator::Reset() {
   dstate_ = Eagle3Head::State();
   tree_ = DraftTree();

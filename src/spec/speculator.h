@@ -44,6 +44,12 @@ class Speculator {
   int MaxTreeSize(int L) const;
   // Deepest chain an auto-shaped Draft may take at KV length L.
   int MaxAutoDepth(int L) const { return MaxTreeSize(L) - 1; }
+  // Deepest chain Draft can fill now, at most MaxAutoDepth(L): what the
+  // choice of depth should weigh. N-gram (and oracle) drafts cost nothing to
+  // make, so this is the draft the history actually offers (0 when nothing
+  // matches: the step is plain whatever depth is asked for); an EAGLE-3 head
+  // always fills MaxAutoDepth(L).
+  int DraftableDepth(const std::vector<int32_t>& history, int L) const;
 
   // EAGLE-3 prefill bookkeeping (a no-op for n-gram drafting): target rows at
   // positions [pos0, pos0 + m) just ran; aux points at the first of them in
