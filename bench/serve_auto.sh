@@ -7,8 +7,12 @@
 #
 #   bench/serve_auto.sh [BUILD_DIR]        (default: build/release)
 #
+# Ratios are the geometric mean of the per-round ratios (each round runs every
+# configuration once, in turn), with their range: the server processes of one
+# configuration differ by a few percent between starts, which pairing by round
+# does not remove but shows.
 # Environment: THREADS (default 2), REPEATS (default 2), TOKENS (default 48),
-# PORT (default 8731); MODEL (default: the embedded demo model) and ALGO (the
+# REQUESTS (requests per stream at each level, default 2), PORT (default 8731); MODEL (default: the embedded demo model) and ALGO (the
 # drafter's flags; default: EAGLE3 with the demo's head), e.g.
 #   MODEL=/tmp/specd-models/small-170m-q4_0.gguf ALGO="--speculative-algorithm NGRAM"
 set -euo pipefail
@@ -19,6 +23,7 @@ SPECD=$BUILD/specd
 THREADS=${THREADS:-2}
 REPEATS=${REPEATS:-2}
 TOKENS=${TOKENS:-48}
+REQUESTS=${REQUESTS:-2}
 PORT=${PORT:-8731}
 [ -x "$SPECD" ] || { echo "serve_auto: $SPECD not built" >&2; exit 2; }
 MODEL=${MODEL:-$ROOT/models/demo}
@@ -46,7 +51,7 @@ for round in $(seq "$REPEATS"); do
       sleep 0.1
     done
     python3 "$ROOT/bench/serve_bench.py" --url "http://127.0.0.1:$PORT" --concurrency 1,8 \
-      --prompt-tokens 32 --max-tokens "$TOKENS" --requests-per-stream 2 --vocab 2048 --json \
+      --prompt-tokens 32 --max-tokens "$TOKENS" --requests-per-stream "$REQUESTS" --vocab 2048 --json \
       | tail -1 >"$OUT/${LABELS[$i]}.$round.json"
     kill "$pid"
     wait "$pid" 2>/dev/null || true
@@ -55,7 +60,7 @@ for round in $(seq "$REPEATS"); do
 done
 
 python3 - "$OUT" "$REPEATS" "${LABELS[@]}" <<'PY'
-import json, statistics, sys
+import json, math, statistics, sys
 out, repeats, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 tok = {}  # (label, concurrency) -> [output tok/s per round]
 for l in labels:
@@ -63,11 +68,16 @@ for l in labels:
         for row in json.load(open(f"{out}/{l}.{r}.json")):
             tok.setdefault((l, row["concurrency"]), []).append(row["output_tok_s"])
 med = {k: statistics.median(v) for k, v in tok.items()}
+def paired(a, b, c):
+    """Geometric mean, min and max of a's per-round ratio to b at concurrency c."""
+    r = [x / y for x, y in zip(tok[(a, c)], tok[(b, c)])]
+    return math.exp(statistics.fmean(math.log(x) for x in r)), min(r), max(r)
 print(f"{'config':8} {'1 stream':>10} {'8 streams':>10}   (output tok/s, median of {repeats})")
 for l in labels:
     print(f"{l:8} {med[(l, 1)]:10.1f} {med[(l, 8)]:10.1f}")
 for c in (1, 8):
     best = max((l for l in labels[2:]), key=lambda l: med[(l, c)])
-    print(f"{c} stream(s): auto / plain {med[('auto', c)] / med[('plain', c)]:.2f}, "
-          f"auto / best fixed ({best}) {med[('auto', c)] / med[(best, c)]:.2f}")
+    p, pb = paired("auto", "plain", c), paired("auto", best, c)
+    print(f"{c} stream(s): auto / plain {p[0]:.2f} [{p[1]:.2f}, {p[2]:.2f}], "
+          f"auto / best fixed ({best}) {pb[0]:.2f} [{pb[1]:.2f}, {pb[2]:.2f}]")
 PY

@@ -3,6 +3,8 @@
 # draft shape, in one interleaved `specd bench` run per row:
 #   auto / plain      goal >= 0.95 (never slower than plain)
 #   auto / best fixed goal >= 0.90 (within 10 % of the best shape of a sweep)
+# auto/plain is the ratio of the median rounds; "paired" is bench's geometric
+# mean of the per-round ratios with its 95 % interval (REPEATS >= 2).
 #
 #   bench/spec_auto.sh [BUILD_DIR]        (default: build/release)
 #
@@ -29,8 +31,8 @@ mkdir -p "$MODELS_DIR"
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
-printf '%-24s %10s %10s %12s %-28s %10s %s\n' row plain_tok_s auto_tok_s auto/plain \
-  "best fixed shape" auto/best "auto depths"
+printf '%-24s %10s %10s %12s %-20s %-28s %10s %s\n' row plain_tok_s auto_tok_s auto/plain \
+  "paired [95% CI]" "best fixed shape" auto/best "auto depths"
 for row in $ROWS; do
   IFS=: read -r a b c d <<<"$row"
   if [ "$a" = demo ]; then
@@ -78,7 +80,10 @@ depths = ""
 for r in auto["runs"]:
     if "draft_depth_hist" in r:
         depths = r["draft_depth_hist"]
-print(f"{sys.argv[2]:<24} {med(plain):10.1f} {med(auto):10.1f} {med(auto)/med(plain):12.2f} "
+r = auto["ratio"]
+ci = f"{r['ratio']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]" if r["ci_low"] is not None \
+    else f"{r['ratio']:.2f}"
+print(f"{sys.argv[2]:<24} {med(plain):10.1f} {med(auto):10.1f} {med(auto)/med(plain):12.2f} {ci:<20} "
       f"{shape[:28]:<28} {med(auto)/med(best):10.2f} {depths}")
 PY
 done
