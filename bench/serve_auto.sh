@@ -12,8 +12,9 @@
 # configuration differ by a few percent between starts, which pairing by round
 # does not remove but shows.
 # Environment: THREADS (default 2), REPEATS (default 2), TOKENS (default 48),
-# REQUESTS (requests per stream at each level, default 2), PORT (default 8731); MODEL (default: the embedded demo model) and ALGO (the
-# drafter's flags; default: EAGLE3 with the demo's head), e.g.
+# REQUESTS (requests per stream at each level, default 2), PORT (default 8731);
+# MODEL (default: the embedded demo model) and ALGO (the drafter's flags;
+# default: EAGLE3 with the demo's head), e.g.
 #   MODEL=/tmp/specd-models/small-170m-q4_0.gguf ALGO="--speculative-algorithm NGRAM"
 set -euo pipefail
 
