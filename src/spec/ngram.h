@@ -17,7 +17,9 @@ struct NgramOptions {
 
 // history: every token so far (prompt + generated), its last element being
 // the root (last verified token). Returns a chain of up to max_draft tokens
-// under that root (just the root when nothing matches).
+// under that root (just the root when nothing matches): the continuation of
+// the match, which goes on past the end of the history when the tail is a
+// loop (the matched suffix is at least as long as the distance to its match).
 DraftTree NgramDraft(const std::vector<int32_t>& history, int max_draft,
                      const NgramOptions& options = {});
 

@@ -183,5 +183,20 @@ TEST(NgramTest, ProposesContinuationOfLongestRecentMatch) {
   EXPECT_EQ(none.size(), 1);
 }
 
+TEST(NgramTest, ContinuationPastTheHistoryRepeatsThePeriod) {
+  // "7 7" last occurred one token back: the tail has period 1.
+  EXPECT_EQ(NgramDraft({5, 7, 7, 7}, 4).tokens, (std::vector<int32_t>{7, 7, 7, 7, 7}));
+  // "1 2" last occurred two tokens back: period 2, continued from the match.
+  EXPECT_EQ(NgramDraft({9, 1, 2, 1, 2}, 5).tokens, (std::vector<int32_t>{2, 1, 2, 1, 2, 1}));
+  // "1 2 3" matched 5 tokens back covers less than that period: no loop is
+  // evident, so the draft stops at the end of the history.
+  EXPECT_EQ(NgramDraft({1, 2, 3, 4, 5, 1, 2, 3}, 7).tokens,
+            (std::vector<int32_t>{3, 4, 5, 1, 2, 3}));
+  // Twice repeated, the same span is a loop ("1 2 3" matched 3 tokens back,
+  // a whole period), and the draft goes on.
+  EXPECT_EQ(NgramDraft({1, 2, 3, 1, 2, 3}, 5).tokens,
+            (std::vector<int32_t>{3, 1, 2, 3, 1, 2}));
+}
+
 }  // namespace
 }  // namespace specd
