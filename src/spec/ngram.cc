@@ -15,16 +15,19 @@ DraftTree NgramDraft(const std::vector<int32_t>& h, int max_draft, const NgramOp
       bool match = true;
       for (int k = 0; k < len && match; ++k) match = h[end - k] == h[n - 1 - k];
       if (!match) continue;
-      // Copy what followed the match. When the matched suffix covers a whole
-      // period (period = n-1-end <= len: the tail has repeated at least
-      // twice, "7 7 7" or "1 2 1 2"), the history is in a loop and the copy
-      // goes on past its end, reading its own drafted tokens; otherwise it
-      // stops at the end of the history.
+      // Copy what followed the match. When the tail agrees with the span
+      // before the match over a whole period (period = n-1-end: the tail has
+      // repeated at least twice, "7 7 7", "1 2 1 2" or a period longer than
+      // max_ngram), the history is in a loop and the copy goes on past its
+      // end, reading its own drafted tokens; otherwise it stops at the end
+      // of the history.
       const int period = n - 1 - end;
+      int agree = len;
+      while (agree < period && end - agree >= 0 && h[end - agree] == h[n - 1 - agree]) ++agree;
       std::vector<int32_t> chain;
       int parent = 0;
       for (int j = end + 1; static_cast<int>(chain.size()) < max_draft; ++j) {
-        if (j >= n && period > len) break;
+        if (j >= n && agree < period) break;
         chain.push_back(j < n ? h[j] : chain[j - n]);
         parent = tree.Add(chain.back(), parent, 0.f);
       }

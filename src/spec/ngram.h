@@ -19,7 +19,8 @@ struct NgramOptions {
 // the root (last verified token). Returns a chain of up to max_draft tokens
 // under that root (just the root when nothing matches): the continuation of
 // the match, which goes on past the end of the history when the tail is a
-// loop (the matched suffix is at least as long as the distance to its match).
+// loop (the tail agrees with the span before its match over at least the
+// distance to that match).
 DraftTree NgramDraft(const std::vector<int32_t>& history, int max_draft,
                      const NgramOptions& options = {});
 

@@ -196,6 +196,14 @@ TEST(NgramTest, ContinuationPastTheHistoryRepeatsThePeriod) {
   // a whole period), and the draft goes on.
   EXPECT_EQ(NgramDraft({1, 2, 3, 1, 2, 3}, 5).tokens,
             (std::vector<int32_t>{3, 1, 2, 3, 1, 2}));
+  // A period longer than the longest suffix tried (6 > max_ngram 4): "3 4 5 6"
+  // matches 6 tokens back and the tokens before it agree over the whole
+  // period, so the draft goes on.
+  EXPECT_EQ(NgramDraft({1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6}, 8).tokens,
+            (std::vector<int32_t>{6, 1, 2, 3, 4, 5, 6, 1, 2}));
+  // Agreeing over less than the period (5 of 6 tokens): no loop.
+  EXPECT_EQ(NgramDraft({9, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6}, 8).tokens,
+            (std::vector<int32_t>{6, 1, 2, 3, 4, 5, 6}));
 }
 
 }  // namespace
