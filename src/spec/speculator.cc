@@ -73,9 +73,40 @@ Status Speculator::Extend(const float* aux, const std::vector<int>& aux_rows,
 Status Speculator::ExtendPrefill(const float* aux, const std::vector<int32_t>& next_tokens,
                                    int pos0) {
   if (!eagle_) return Status::Ok();
-  std::vector<int> rows(next_tokens.size());
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i);
-  return Extend(aux, rows, next_tokens, pos0).WithStage("draft");
+  const int m = static_cast<int>(next_tokens.size());
+  // Auto shapes queue the prompt like plain steps: a sequence that never
+  // drafts never runs the head, and one that does runs it over the newest
+  // kMaxPendingRows rows when its first draft needs them.
+  const int first = options_.auto_shape ? std::max(0, m - kMaxPendingRows) : 0;
+  std::vector<int> rows(m - first);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i) + first;
+  std::vector<int32_t> next(next_tokens.begin() + first, next_tokens.end());
+  if (!options_.auto_shape) return Extend(aux, rows, next, pos0).WithStage("draft");
+  if (first > 0) {  // the queue must stay consecutive: the older rows go
+    pending_aux_.clear();
+    pending_next_.clear();
+  }
+  Queue(aux, rows, next, pos0 + first);
+  return Status::Ok();
+}
+
+void Speculator::Queue(const float* aux, const std::vector<int>& rows,
+                       const std::vector<int32_t>& next_tokens, int pos0) {
+  if (pending_next_.empty()) pending_pos0_ = pos0;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const float* row = aux + static_cast<size_t>(rows[k]) * aux_stride_;
+    pending_aux_.insert(pending_aux_.end(), row, row + aux_stride_);
+    pending_next_.push_back(next_tokens[k]);
+  }
+  // Keep only the newest kMaxPendingRows (dropping in chunks, so each row is
+  // moved at most once).
+  const int n = static_cast<int>(pending_next_.size());
+  if (n >= 2 * kMaxPendingRows) {
+    const int drop = n - kMaxPendingRows;
+    pending_aux_.erase(pending_aux_.begin(), pending_aux_.begin() + size_t(drop) * aux_stride_);
+    pending_next_.erase(pending_next_.begin(), pending_next_.begin() + drop);
+    pending_pos0_ += drop;
+  }
 }
 
 Status Speculator::Draft(const std::vector<int32_t>& history, int L, int seq, SeqInput* in,
@@ -146,24 +177,13 @@ Status Speculator::Verify(int seq, int L, const float* logits, const SamplingPar
 
 Status Speculator::ExtendAccepted(const VerifyResult& vr, const float* aux, int L) {
   if (!eagle_) return Status::Ok();
-  if (pending_next_.empty()) pending_pos0_ = L;
-  for (size_t k = 0; k < vr.path.size(); ++k) {
-    const float* row = aux + static_cast<size_t>(vr.path[k]) * aux_stride_;
-    pending_aux_.insert(pending_aux_.end(), row, row + aux_stride_);
-    pending_next_.push_back(k + 1 < vr.path.size() ? tree_.tokens[vr.path[k + 1]]
-                                                   : vr.bonus_token);
-  }
+  std::vector<int> rows(vr.path.begin(), vr.path.end());
+  std::vector<int32_t> next(rows.size());
+  for (size_t k = 0; k < rows.size(); ++k)
+    next[k] = k + 1 < rows.size() ? tree_.tokens[vr.path[k + 1]] : vr.bonus_token;
+  Queue(aux, rows, next, L);
   // Fixed shapes draft every step: run the head now, as the draft needs it.
   if (!options_.auto_shape) return FlushPending();
-  // Plain steps in a row: keep only the newest kMaxPendingRows (dropping in
-  // chunks, so each row is moved at most once).
-  const int n = static_cast<int>(pending_next_.size());
-  if (n >= 2 * kMaxPendingRows) {
-    const int drop = n - kMaxPendingRows;
-    pending_aux_.erase(pending_aux_.begin(), pending_aux_.begin() + size_t(drop) * aux_stride_);
-    pending_next_.erase(pending_next_.begin(), pending_next_.begin() + drop);
-    pending_pos0_ += drop;
-  }
   return Status::Ok();
 }
 

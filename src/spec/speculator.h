@@ -54,6 +54,8 @@ class Speculator {
   // EAGLE-3 prefill bookkeeping (a no-op for n-gram drafting): target rows at
   // positions [pos0, pos0 + m) just ran; aux points at the first of them in
   // ForwardOutput::aux_hidden and next_tokens[k] is the token at pos0 + k + 1.
+  // Fixed shapes run the head over them at once; auto shapes queue the newest
+  // kMaxPendingRows as ExtendAccepted does.
   Status ExtendPrefill(const float* aux, const std::vector<int32_t>& next_tokens, int pos0);
   // Forgets the draft state (the sequence's KV was dropped and is re-prefilled).
   void Reset();
@@ -89,6 +91,10 @@ class Speculator {
  private:
   Status Extend(const float* aux, const std::vector<int>& rows,
                 const std::vector<int32_t>& next_tokens, int pos0);
+  // Appends aux rows `rows` (tokens next_tokens, the first at pos0, consecutive
+  // with what is queued) to the rows the head was not fed yet.
+  void Queue(const float* aux, const std::vector<int>& rows,
+             const std::vector<int32_t>& next_tokens, int pos0);
   Status FlushPending();
   // kOracle: a chain of up to n tokens of options_.oracle_sequence after
   // history (a prefix of it), each kept with probability oracle_accept.
