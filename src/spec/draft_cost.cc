@@ -138,10 +138,19 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
     for (size_t k = 0; k < e[i].size(); ++k) e[i][k] = seqs[i]->ExpectedTokens(static_cast<int>(k));
     deepest = std::max(deepest, static_cast<int>(e[i].size()) - 1);
   }
+  // A choice's rate: expected tokens over the time they cost. With prompt
+  // tokens in the step (other_tokens > 0) the prompt's share is not the
+  // decode's: the time is a plain step of the n sequences alone plus what
+  // the draft tokens add to this step. (Over the whole step, a long prompt
+  // chunk makes any draft look nearly free, while the tokens it may win are
+  // worth only plain decode steps.) Without prompt tokens both are the step.
+  const double plain_alone = costs.Target(n);
   auto rate = [&](double tokens, int fed_tokens, int drafted_tokens, double* time) {
-    const double t = costs.Target(fed_tokens) + drafted_tokens * costs.DraftStep();
-    if (time) *time = t;
-    return tokens / t;
+    const double step = costs.Target(fed_tokens) + drafted_tokens * costs.DraftStep();
+    if (time) *time = step;
+    if (other_tokens == 0) return tokens / step;
+    const double added = std::max(0.0, costs.Target(fed_tokens) - costs.Target(other_tokens + n));
+    return tokens / (plain_alone + added + drafted_tokens * costs.DraftStep());
   };
   // A choice and its running sums.
   struct Search {

@@ -103,7 +103,9 @@ struct DepthChoice {
 // a joint move pays, one sequence at a time never finds it. The best result
 // stands only if it beats all-plain by 5 % (near break-even the estimates'
 // errors decide). Every depth is tried, not only the next one. A batch of
-// one is searched exhaustively.
+// one is searched exhaustively. other_tokens: prompt tokens in the same
+// step; the decode's time is then a plain step of the sequences alone plus
+// what the draft tokens add to the step (the prompt's share is not theirs).
 DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
                          const std::vector<int>& max_depth, int other_tokens = 0);
 
