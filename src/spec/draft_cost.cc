@@ -144,13 +144,12 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
   // the draft tokens add to this step. (Over the whole step, a long prompt
   // chunk makes any draft look nearly free, while the tokens it may win are
   // worth only plain decode steps.) Without prompt tokens both are the step.
-  const double plain_alone = costs.Target(n);
+  const double plain_alone = costs.Target(n), plain_with_other = costs.Target(other_tokens + n);
   auto rate = [&](double tokens, int fed_tokens, int drafted_tokens, double* time) {
-    const double step = costs.Target(fed_tokens) + drafted_tokens * costs.DraftStep();
-    if (time) *time = step;
-    if (other_tokens == 0) return tokens / step;
-    const double added = std::max(0.0, costs.Target(fed_tokens) - costs.Target(other_tokens + n));
-    return tokens / (plain_alone + added + drafted_tokens * costs.DraftStep());
+    const double forward = costs.Target(fed_tokens), draft = drafted_tokens * costs.DraftStep();
+    if (time) *time = forward + draft;
+    if (other_tokens == 0) return tokens / (forward + draft);
+    return tokens / (plain_alone + std::max(0.0, forward - plain_with_other) + draft);
   };
   // A choice and its running sums.
   struct Search {

@@ -74,30 +74,32 @@ Status Speculator::ExtendPrefill(const float* aux, const std::vector<int32_t>& n
                                    int pos0) {
   if (!eagle_) return Status::Ok();
   const int m = static_cast<int>(next_tokens.size());
+  if (!options_.auto_shape) {
+    std::vector<int> rows(m);
+    for (int k = 0; k < m; ++k) rows[k] = k;
+    return Extend(aux, rows, next_tokens, pos0).WithStage("draft");
+  }
   // Auto shapes queue the prompt like plain steps: a sequence that never
   // drafts never runs the head, and one that does runs it over the newest
   // kMaxPendingRows rows when its first draft needs them.
-  const int first = options_.auto_shape ? std::max(0, m - kMaxPendingRows) : 0;
-  std::vector<int> rows(m - first);
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i) + first;
-  std::vector<int32_t> next(next_tokens.begin() + first, next_tokens.end());
-  if (!options_.auto_shape) return Extend(aux, rows, next, pos0).WithStage("draft");
+  const int first = std::max(0, m - kMaxPendingRows);
   if (first > 0) {  // the queue must stay consecutive: the older rows go
     pending_aux_.clear();
     pending_next_.clear();
   }
-  Queue(aux, rows, next, pos0 + first);
+  for (int k = first; k < m; ++k)
+    Queue(aux + static_cast<size_t>(k) * aux_stride_, next_tokens[k], pos0 + k);
+  TrimPending();
   return Status::Ok();
 }
 
-void Speculator::Queue(const float* aux, const std::vector<int>& rows,
-                       const std::vector<int32_t>& next_tokens, int pos0) {
-  if (pending_next_.empty()) pending_pos0_ = pos0;
-  for (size_t k = 0; k < rows.size(); ++k) {
-    const float* row = aux + static_cast<size_t>(rows[k]) * aux_stride_;
-    pending_aux_.insert(pending_aux_.end(), row, row + aux_stride_);
-    pending_next_.push_back(next_tokens[k]);
-  }
+void Speculator::Queue(const float* row, int32_t next_token, int pos) {
+  if (pending_next_.empty()) pending_pos0_ = pos;
+  pending_aux_.insert(pending_aux_.end(), row, row + aux_stride_);
+  pending_next_.push_back(next_token);
+}
+
+void Speculator::TrimPending() {
   // Keep only the newest kMaxPendingRows (dropping in chunks, so each row is
   // moved at most once).
   const int n = static_cast<int>(pending_next_.size());
@@ -177,13 +179,13 @@ Status Speculator::Verify(int seq, int L, const float* logits, const SamplingPar
 
 Status Speculator::ExtendAccepted(const VerifyResult& vr, const float* aux, int L) {
   if (!eagle_) return Status::Ok();
-  std::vector<int> rows(vr.path.begin(), vr.path.end());
-  std::vector<int32_t> next(rows.size());
-  for (size_t k = 0; k < rows.size(); ++k)
-    next[k] = k + 1 < rows.size() ? tree_.tokens[vr.path[k + 1]] : vr.bonus_token;
-  Queue(aux, rows, next, L);
+  const size_t m = vr.path.size();
+  for (size_t k = 0; k < m; ++k)
+    Queue(aux + static_cast<size_t>(vr.path[k]) * aux_stride_,
+          k + 1 < m ? tree_.tokens[vr.path[k + 1]] : vr.bonus_token, L + static_cast<int>(k));
   // Fixed shapes draft every step: run the head now, as the draft needs it.
   if (!options_.auto_shape) return FlushPending();
+  TrimPending();
   return Status::Ok();
 }
 

@@ -91,10 +91,11 @@ class Speculator {
  private:
   Status Extend(const float* aux, const std::vector<int>& rows,
                 const std::vector<int32_t>& next_tokens, int pos0);
-  // Appends aux rows `rows` (tokens next_tokens, the first at pos0, consecutive
-  // with what is queued) to the rows the head was not fed yet.
-  void Queue(const float* aux, const std::vector<int>& rows,
-             const std::vector<int32_t>& next_tokens, int pos0);
+  // Appends one aux row (aux_stride_ floats; next_token at pos + 1, pos
+  // consecutive with what is queued) to the rows the head was not fed yet.
+  void Queue(const float* row, int32_t next_token, int pos);
+  // Keeps the newest kMaxPendingRows of the queue once it holds twice that.
+  void TrimPending();
   Status FlushPending();
   // kOracle: a chain of up to n tokens of options_.oracle_sequence after
   // history (a prefix of it), each kept with probability oracle_accept.
