@@ -9,6 +9,14 @@
 //                                "weight_GBps" counts weight bytes read per
 //                                second, comparable with BM_ReadBandwidth.
 //   BM_ThreadPoolRun/<threads>   fork/join cost of an empty parallel region.
+//   BM_Attention/<shape>/<n_q>/<n_ctx>/<threads>
+//                                paged attention (16-slot pages) of n_q query
+//                                tokens under the causal mask over n_ctx
+//                                slots; shape 0 is the demo model's heads
+//                                (4 q / 2 kv, head_dim 40), 1 Llama-3.2-1B's
+//                                (32 / 8, 64). A verify pass of n tokens runs
+//                                n_q = n; its cost over n_q = 1 is what the
+//                                attention part of speculation costs.
 //   BM_ArithPeak/op:0|1          one core's arithmetic peak: 512-bit f32 FMA
 //                                (op 0) or 512-bit vpdpbusd (op 1), 24
 //                                independent chains; "GMACs" is the bound a
@@ -232,6 +240,45 @@ void BM_ThreadPoolRun(benchmark::State& state) {
   benchmark::DoNotOptimize(sink.data());
 }
 BENCHMARK(BM_ThreadPoolRun)->Arg(2)->Arg(4)->ArgName("threads")->UseRealTime();
+
+// ---------------------------------------------------------------- attention
+
+void BM_Attention(benchmark::State& state) {
+  struct Heads {
+    int n_heads, n_kv_heads, head_dim;
+  };
+  constexpr Heads kShapes[] = {{4, 2, 40}, {32, 8, 64}};
+  const Heads hs = kShapes[state.range(0)];
+  const int n_q = static_cast<int>(state.range(1)), n_ctx = static_cast<int>(state.range(2));
+  const int threads = static_cast<int>(state.range(3));
+  constexpr int kPage = 16;
+  const int n_pages = (n_ctx + kPage - 1) / kPage;
+  const size_t page_elems = size_t{kPage} * hs.n_kv_heads * hs.head_dim;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist;
+  std::vector<float> k(n_pages * page_elems), v(n_pages * page_elems);
+  std::vector<float> q(size_t(n_q) * hs.n_heads * hs.head_dim), out(q.size());
+  for (auto* buf : {&k, &v, &q})
+    for (float& x : *buf) x = dist(rng);
+  std::vector<float*> kp(n_pages), vp(n_pages);
+  for (int p = 0; p < n_pages; ++p) {
+    kp[p] = k.data() + p * page_elems;
+    vp[p] = v.data() + p * page_elems;
+  }
+  const KvPages pages{kp.data(), vp.data(), kPage};
+  ThreadPool* pool = Pool(threads);
+  for (auto _ : state) {
+    Attention(q.data(), n_q, n_ctx, pages, nullptr, hs.n_heads, hs.n_kv_heads, hs.head_dim,
+              out.data(), pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_Attention)
+    ->ArgNames({"shape", "n_q", "ctx", "thr"})
+    ->ArgsProduct({{0}, {1, 2, 4, 8}, {128, 256}, {1}})
+    ->ArgsProduct({{1}, {1, 2, 4, 8}, {64, 512, 2048}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // ---------------------------------------------------------- arithmetic peak
 

@@ -74,6 +74,8 @@ TEST(AttentionTest, CausalMatchesReference) {
     Check({7, 50, 16, 6, 3, 32}, nullptr, p);     // verify tokens after a prefix
     Check({33, 33, 5, 4, 1, 16}, nullptr, p);     // prefill, MQA, page 5
     Check({16, 100, 7, 32, 8, 128}, nullptr, p);  // llama-1B-like heads
+    Check({3, 70, 16, 4, 2, 40}, nullptr, p);     // demo heads: head_dim not a vector multiple
+    Check({2, 150, 16, 16, 1, 168}, nullptr, p);  // MQA, 32 query rows, head_dim 10.5 vectors
   }
 }
 
@@ -125,11 +127,13 @@ TEST(AttentionTest, SingleVisibleSlotReturnsItsValue) {
 // queries (prefill, causal verify) at any position, with or without a pool.
 TEST(AttentionTest, QueryRowAloneEqualsRowInBatchCausal) {
   ThreadPool pool(3);
-  const int n_heads = 8, n_kv_heads = 2, head_dim = 64, page_size = 16;
+  const int n_heads = 8, n_kv_heads = 2, page_size = 16;
+  for (int head_dim : {64, 40})
   for (int n_ctx : {2, 37, 100, 300}) {
     for (int n_q : {2, 5, 16, 33, 64}) {
       if (n_q > n_ctx) continue;
-      SCOPED_TRACE("n_ctx=" + std::to_string(n_ctx) + " n_q=" + std::to_string(n_q));
+      SCOPED_TRACE("n_ctx=" + std::to_string(n_ctx) + " n_q=" + std::to_string(n_q) +
+                   " head_dim=" + std::to_string(head_dim));
       PagedKv kv(n_ctx, page_size, n_kv_heads, head_dim, n_ctx * 3 + n_q);
       std::mt19937 rng(n_q);
       std::normal_distribution<float> dist(0.f, 2.f);

@@ -128,12 +128,12 @@ void Attention(const float* q, int n_q, int n_ctx, const KvPages& kv, const uint
   EnsureKernelPathsInitialized();
   if (n_q <= 0 || n_heads <= 0) return;
   const cpu::AttentionArgs args{q, n_q, n_ctx, kv, mask, n_heads, n_kv_heads, head_dim, out};
-  const int64_t items = static_cast<int64_t>(n_q) * n_heads;
-  // Work items are (token, head) pairs, so long prefills split over tokens
-  // too; threads take items round-robin because under the causal mask later
-  // tokens see more slots (contiguous chunks would be unbalanced).
-  if (pool == nullptr || pool->size() == 1 ||
-      items * static_cast<int64_t>(n_ctx) * head_dim < (1 << 15)) {
+  // Work items are (KV head, block of query rows), so long prefills split
+  // over tokens too; threads take items round-robin because under the causal
+  // mask later tokens see more slots (contiguous chunks would be unbalanced).
+  const int64_t items = cpu::AttentionItemCount(args);
+  const int64_t work = static_cast<int64_t>(n_q) * n_heads * n_ctx * head_dim;
+  if (pool == nullptr || pool->size() == 1 || items == 1 || work < (1 << 15)) {
     cpu::AttentionItems(args, 0, items, 1);
     return;
   }

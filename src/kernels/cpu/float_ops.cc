@@ -322,65 +322,6 @@ HWY_INLINE float Dot(const float* a, const float* b, int64_t n_elems) {
   return s;
 }
 
-// y[i] += alpha * x[i]
-HWY_INLINE void Axpy(float alpha, const float* x, float* y, int64_t n_elems) {
-  const DF d;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
-  const auto va = hn::Set(d, alpha);
-  int64_t i = 0;
-  for (; i + n <= n_elems; i += n) {
-    hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
-  }
-#if !HWY_MEM_OPS_MIGHT_FAULT
-  if (i < n_elems) {
-    const auto m = hn::FirstN(d, static_cast<size_t>(n_elems - i));
-    hn::BlendedStore(hn::MulAdd(va, hn::MaskedLoad(m, d, x + i), hn::MaskedLoad(m, d, y + i)), m, d,
-                     y + i);
-    return;
-  }
-#endif
-  for (; i < n_elems; ++i) y[i] += alpha * x[i];
-}
-
-// out = sum_j p[j] * v[j] over K full vectors of head_dim: the same FMAs in
-// the same slot order as repeated Axpy calls (so bitwise the same result),
-// but the running sums stay in registers instead of a store -> load chain
-// through `out` per slot.
-template <int K>
-HWY_INLINE void WeightedSumRows(const float* p, const float* const* v, int n_rows, float* out) {
-  const DF d;
-  const size_t n = hn::Lanes(d);
-  hn::Vec<DF> acc[K];
-  #pragma GCC unroll 8
-  for (int i = 0; i < K; ++i) acc[i] = hn::Zero(d);
-  for (int j = 0; j < n_rows; ++j) {
-    const auto pj = hn::Set(d, p[j]);
-    #pragma GCC unroll 8
-    for (int i = 0; i < K; ++i) acc[i] = hn::MulAdd(pj, hn::LoadU(d, v[j] + i * n), acc[i]);
-  }
-  #pragma GCC unroll 8
-  for (int i = 0; i < K; ++i) hn::StoreU(acc[i], d, out + i * n);
-}
-
-// Returns false when head_dim is not 1..8 full vectors (callers fall back
-// to Axpy).
-HWY_INLINE bool WeightedSum(const float* p, const float* const* v, int n_rows, int head_dim,
-                            float* out) {
-  const int64_t n = static_cast<int64_t>(hn::Lanes(DF()));
-  if (head_dim % n != 0) return false;
-  switch (head_dim / n) {
-    case 1: WeightedSumRows<1>(p, v, n_rows, out); return true;
-    case 2: WeightedSumRows<2>(p, v, n_rows, out); return true;
-    case 3: WeightedSumRows<3>(p, v, n_rows, out); return true;
-    case 4: WeightedSumRows<4>(p, v, n_rows, out); return true;
-    case 5: WeightedSumRows<5>(p, v, n_rows, out); return true;
-    case 6: WeightedSumRows<6>(p, v, n_rows, out); return true;
-    case 7: WeightedSumRows<7>(p, v, n_rows, out); return true;
-    case 8: WeightedSumRows<8>(p, v, n_rows, out); return true;
-    default: return false;
-  }
-}
-
 void RmsNormImpl(const float* x, const float* w, int n_tokens, int dim, float eps, float* out) {
   const DF d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
@@ -509,51 +450,171 @@ int64_t ArgmaxImpl(const float* x, int64_t n_elems) {
   return 0;  // only NaNs: no element compares equal
 }
 
+// out[0, K·N) (= or += when !first) sum_j p[j] · v[j][0, K·N) over n rows, in
+// row order, the sums held in registers.
+template <int K>
+HWY_INLINE void WeightedSumChunk(const float* p, const float* const* v, int n, size_t off,
+                                 bool first, float* out) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  hn::Vec<DF> acc[K];
+  #pragma GCC unroll 8
+  for (int i = 0; i < K; ++i) acc[i] = first ? hn::Zero(d) : hn::LoadU(d, out + off + i * N);
+  for (int j = 0; j < n; ++j) {
+    const auto pj = hn::Set(d, p[j]);
+    #pragma GCC unroll 8
+    for (int i = 0; i < K; ++i) acc[i] = hn::MulAdd(pj, hn::LoadU(d, v[j] + off + i * N), acc[i]);
+  }
+  #pragma GCC unroll 8
+  for (int i = 0; i < K; ++i) hn::StoreU(acc[i], d, out + off + i * N);
+}
+
+// out (= or += when !first) sum_j p[j] · v[j] over n rows of head_dim floats.
+// Every lane sees the same fused multiply-adds in row order whatever n and
+// however the rows are split between calls, so a query's output is the same
+// bits alone and in a batch.
+HWY_INLINE void WeightedSumRows(const float* p, const float* const* v, int n, int head_dim,
+                                bool first, float* out) {
+  const size_t N = hn::Lanes(DF());
+  const int full = static_cast<int>(head_dim / N);
+  size_t off = 0;
+  int left = full;
+  for (; left >= 8; left -= 8, off += 8 * N) WeightedSumChunk<8>(p, v, n, off, first, out);
+  switch (left) {
+    case 1: WeightedSumChunk<1>(p, v, n, off, first, out); break;
+    case 2: WeightedSumChunk<2>(p, v, n, off, first, out); break;
+    case 3: WeightedSumChunk<3>(p, v, n, off, first, out); break;
+    case 4: WeightedSumChunk<4>(p, v, n, off, first, out); break;
+    case 5: WeightedSumChunk<5>(p, v, n, off, first, out); break;
+    case 6: WeightedSumChunk<6>(p, v, n, off, first, out); break;
+    case 7: WeightedSumChunk<7>(p, v, n, off, first, out); break;
+    default: break;
+  }
+  off += left * N;
+  if (off == static_cast<size_t>(head_dim)) return;
+#if !HWY_MEM_OPS_MIGHT_FAULT
+  // The tail (head_dim 40 = 2 x 16 + 8) in masked lanes: neither read nor
+  // written beyond head_dim.
+  const DF d;
+  const auto m = hn::FirstN(d, head_dim - off);
+  auto acc = first ? hn::Zero(d) : hn::MaskedLoad(m, d, out + off);
+  for (int j = 0; j < n; ++j)
+    acc = hn::MulAdd(hn::Set(d, p[j]), hn::MaskedLoad(m, d, v[j] + off), acc);
+  hn::BlendedStore(acc, m, d, out + off);
+#else
+  for (size_t i = off; i < static_cast<size_t>(head_dim); ++i) {
+    float acc = first ? 0.f : out[i];
+    for (int j = 0; j < n; ++j) acc = std::fma(p[j], v[j][i], acc);
+    out[i] = acc;
+  }
+#endif
+}
+
+// A work item is up to kAttentionRows query rows (token t, head h) that share
+// one KV head: rows r = t · group + (h mod group), consecutive. Its slots are
+// visited in blocks of kAttentionSlotBlock, each block's K (then V) rows
+// read once from memory for all the item's rows and reused from L1, instead
+// of once per query head and token (grouped-query heads and the tokens of a
+// verify pass read the same slots). Per row the arithmetic is that of a lone
+// query: the scores of its visible slots in slot order (compacted), their
+// softmax, and the weighted sum in slot order.
+constexpr int kAttentionSlotBlock = 64;
+
 void AttentionItemsImpl(const AttentionArgs& a, int64_t begin, int64_t end, int64_t step) {
   const int group = a.n_heads / a.n_kv_heads;
+  const int64_t rows_total = static_cast<int64_t>(a.n_q) * group;
+  const int64_t row_blocks = (rows_total + kAttentionRows - 1) / kAttentionRows;
   const int64_t kv_stride = static_cast<int64_t>(a.n_kv_heads) * a.head_dim;
   const int first_q_slot = a.n_ctx - a.n_q;
   const float scale = 1.f / std::sqrt(static_cast<float>(a.head_dim));
-  // Scores of the visible slots, compacted, and their slot numbers; reused
-  // across calls (one set per thread).
-  thread_local std::vector<float> scores;
-  thread_local std::vector<const float*> values;  // V row of each visible slot
-  if (scores.size() < static_cast<size_t>(a.n_ctx)) {
-    scores.resize(static_cast<size_t>(a.n_ctx));
-    values.resize(static_cast<size_t>(a.n_ctx));
-  }
   const int ps = a.kv.page_size;
+  // Per row: the scores of its visible slots, compacted (one set per thread,
+  // reused across calls).
+  thread_local std::vector<float> scores;
+  const size_t need = static_cast<size_t>(kAttentionRows) * a.n_ctx;
+  if (scores.size() < need) scores.resize(need);
+  const float* kp[kAttentionSlotBlock];
+  const float* vp[kAttentionSlotBlock];
+  const float* vis[kAttentionSlotBlock];
   for (int64_t item = begin; item < end; item += step) {
-    const int t = static_cast<int>(item / a.n_heads);
-    const int h = static_cast<int>(item % a.n_heads);
-    const int64_t kv_off = static_cast<int64_t>(h / group) * a.head_dim;
-    const float* qv = a.q + item * a.head_dim;
-    float* o = a.out + item * a.head_dim;
-    const uint8_t* mask_row = a.mask == nullptr ? nullptr : a.mask + static_cast<int64_t>(t) * a.n_q;
-    int n_vis = 0;
-    // Page by page, so the slot -> address step is an add, not a division.
-    for (int page = 0, s0 = 0; s0 < a.n_ctx; ++page, s0 += ps) {
-      const float* kp = a.kv.k_pages[page] + kv_off;
-      const float* vp = a.kv.v_pages[page] + kv_off;
-      const int s1 = std::min(a.n_ctx, s0 + ps);
-      for (int s = s0; s < s1; ++s, kp += kv_stride, vp += kv_stride) {
-        if (s >= first_q_slot) {
-          const int j = s - first_q_slot;
-          if (mask_row == nullptr ? j > t : mask_row[j] == 0) continue;
+    const int kvh = static_cast<int>(item / row_blocks);
+    const int64_t r0 = (item % row_blocks) * kAttentionRows;
+    const int n_rows = static_cast<int>(std::min<int64_t>(kAttentionRows, rows_total - r0));
+    const int64_t kv_off = static_cast<int64_t>(kvh) * a.head_dim;
+    const float* qv[kAttentionRows];
+    float* ov[kAttentionRows];
+    const uint8_t* mask_row[kAttentionRows];
+    int slot_end[kAttentionRows], n_vis[kAttentionRows];
+    for (int r = 0; r < n_rows; ++r) {
+      const int64_t rg = r0 + r;
+      const int t = static_cast<int>(rg / group);
+      const int64_t row = static_cast<int64_t>(t) * a.n_heads + kvh * group + rg % group;
+      qv[r] = a.q + row * a.head_dim;
+      ov[r] = a.out + row * a.head_dim;
+      mask_row[r] = a.mask == nullptr ? nullptr : a.mask + static_cast<int64_t>(t) * a.n_q;
+      // Causal: slots up to the row's own; a tree mask may see any of them.
+      slot_end[r] = a.mask == nullptr ? first_q_slot + t + 1 : a.n_ctx;
+      n_vis[r] = 0;
+    }
+    auto visible = [&](int r, int s) {
+      return s < first_q_slot || mask_row[r] == nullptr || mask_row[r][s - first_q_slot] != 0;
+    };
+    // Slot block [b0, b1): its K and V row addresses, page by page.
+    auto block_rows = [&](int b0, int b1, const float** out_k, const float** out_v) {
+      for (int s = b0; s < b1; ++s) {
+        const int64_t in_page = static_cast<int64_t>(s % ps) * kv_stride + kv_off;
+        if (out_k != nullptr) out_k[s - b0] = a.kv.k_pages[s / ps] + in_page;
+        if (out_v != nullptr) out_v[s - b0] = a.kv.v_pages[s / ps] + in_page;
+      }
+    };
+    int max_end = 0;
+    for (int r = 0; r < n_rows; ++r) max_end = std::max(max_end, slot_end[r]);
+    // The slots of a KV head are head_dim floats at a stride of all KV
+    // heads: too sparse for the hardware prefetcher, so the next block's
+    // rows are requested while this block is computed.
+    const size_t row_bytes = static_cast<size_t>(a.head_dim) * sizeof(float);
+    auto prefetch_block = [&](float* const* pages, int b0) {
+      const int b1 = std::min(max_end, b0 + kAttentionSlotBlock);
+      for (int s = b0; s < b1; ++s) {
+        const char* row = reinterpret_cast<const char*>(
+            pages[s / ps] + static_cast<int64_t>(s % ps) * kv_stride + kv_off);
+        for (size_t off = 0; off < row_bytes; off += 64) hwy::Prefetch(row + off);
+      }
+    };
+    prefetch_block(a.kv.k_pages, 0);
+    for (int b0 = 0; b0 < max_end; b0 += kAttentionSlotBlock) {
+      const int b1 = std::min(max_end, b0 + kAttentionSlotBlock);
+      block_rows(b0, b1, kp, nullptr);
+      if (b1 < max_end) prefetch_block(a.kv.k_pages, b1);
+      else prefetch_block(a.kv.v_pages, 0);
+      for (int r = 0; r < n_rows; ++r) {
+        float* sc = scores.data() + static_cast<size_t>(r) * a.n_ctx;
+        const int e = std::min(b1, slot_end[r]);
+        for (int s = b0; s < e; ++s) {
+          if (!visible(r, s)) continue;
+          sc[n_vis[r]++] = Dot(qv[r], kp[s - b0], a.head_dim) * scale;
         }
-        scores[n_vis] = Dot(qv, kp, a.head_dim) * scale;
-        values[n_vis] = vp;
-        ++n_vis;
       }
     }
-    if (n_vis == 0) {  // nothing visible: output zeros (as the reference)
-      std::fill(o, o + a.head_dim, 0.f);
-      continue;
+    for (int r = 0; r < n_rows; ++r) {
+      if (n_vis[r] > 0) SoftmaxImpl(scores.data() + static_cast<size_t>(r) * a.n_ctx, n_vis[r]);
+      else std::fill(ov[r], ov[r] + a.head_dim, 0.f);  // nothing visible: zeros (as the reference)
     }
-    SoftmaxImpl(scores.data(), n_vis);
-    if (!WeightedSum(scores.data(), values.data(), n_vis, a.head_dim, o)) {
-      std::fill(o, o + a.head_dim, 0.f);
-      for (int j = 0; j < n_vis; ++j) Axpy(scores[j], values[j], o, a.head_dim);
+    int done[kAttentionRows] = {};
+    for (int b0 = 0; b0 < max_end; b0 += kAttentionSlotBlock) {
+      const int b1 = std::min(max_end, b0 + kAttentionSlotBlock);
+      block_rows(b0, b1, nullptr, vp);
+      if (b1 < max_end) prefetch_block(a.kv.v_pages, b1);
+      for (int r = 0; r < n_rows; ++r) {
+        const int e = std::min(b1, slot_end[r]);
+        int n = 0;
+        for (int s = b0; s < e; ++s)
+          if (visible(r, s)) vis[n++] = vp[s - b0];
+        if (n == 0) continue;
+        const float* p = scores.data() + static_cast<size_t>(r) * a.n_ctx + done[r];
+        WeightedSumRows(p, vis, n, a.head_dim, done[r] == 0, ov[r]);
+        done[r] += n;
+      }
     }
   }
 }

@@ -38,8 +38,11 @@ void SwiGLUF(const float* gate, const float* up, int64_t n, float* out);
 void SoftmaxF(float* x, int64_t n);
 int64_t ArgmaxF(const float* x, int64_t n);
 
-// Attention (contract in ops.h) for work items begin, begin + step, ... < end,
-// item = t * n_heads + h.
+// Attention (contract in ops.h) for work items begin, begin + step, ... < end
+// of AttentionItemCount(args): item = kv_head * row_blocks + block, where a
+// block is up to kAttentionRows consecutive query rows t * group + (h mod
+// group) of that KV head.
+inline constexpr int kAttentionRows = 16;
 struct AttentionArgs {
   const float* q;
   int n_q;
@@ -52,6 +55,10 @@ struct AttentionArgs {
   float* out;
 };
 void AttentionItems(const AttentionArgs& args, int64_t begin, int64_t end, int64_t step);
+inline int64_t AttentionItemCount(const AttentionArgs& a) {
+  const int64_t rows = static_cast<int64_t>(a.n_q) * (a.n_heads / a.n_kv_heads);
+  return a.n_kv_heads * ((rows + kAttentionRows - 1) / kAttentionRows);
+}
 
 // Name of the Highway target the float ops dispatch to now ("AVX3", ...).
 const char* FloatOpsTargetName();
