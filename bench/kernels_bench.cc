@@ -309,7 +309,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) int DpbusdPeak(
   for (int i = 0; i < kPeakChains; ++i) acc[i] = _mm512_set1_epi32(seed + i);
   __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(5);
   for (int64_t s = 0; s < kPeakSteps; ++s) {
-    #pragma GCC unroll 24
+#pragma GCC unroll 24
     for (int i = 0; i < kPeakChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
     __asm__ volatile("" : "+v"(a));
   }
@@ -330,7 +330,8 @@ void BM_ArithPeak(benchmark::State& state) {
     return;
   }
   int64_t sink = 0;
-  for (auto _ : state) sink += dpbusd ? DpbusdPeak(static_cast<int>(sink & 1)) : static_cast<int64_t>(FmaPeak(1.f));
+  for (auto _ : state)
+    sink += dpbusd ? DpbusdPeak(static_cast<int>(sink & 1)) : static_cast<int64_t>(FmaPeak(1.f));
   benchmark::DoNotOptimize(sink);
   const double macs_per_op = dpbusd ? 64 : 16;
   state.counters["GMACs"] = benchmark::Counter(

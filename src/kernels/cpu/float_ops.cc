@@ -322,6 +322,48 @@ HWY_INLINE float Dot(const float* a, const float* b, int64_t n_elems) {
   return s;
 }
 
+// out[r][index] = Dot(a[r], b, n_elems) · scale for R rows against one shared
+// b, bit for bit (the same chunk-to-accumulator assignment, tail and
+// reduction as Dot), with b's loads shared and the R reductions independent.
+template <int R>
+HWY_INLINE void DotRows(const float* const* a, const float* b, int64_t n_elems, float scale,
+                        float* const* out, int index) {
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  hn::Vec<DF> acc0[R], acc1[R];
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * n <= n_elems; i += 2 * n) {
+    const auto b0 = hn::LoadU(d, b + i), b1 = hn::LoadU(d, b + i + n);
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      acc0[r] = hn::MulAdd(hn::LoadU(d, a[r] + i), b0, acc0[r]);
+      acc1[r] = hn::MulAdd(hn::LoadU(d, a[r] + i + n), b1, acc1[r]);
+    }
+  }
+  for (; i + n <= n_elems; i += n) {
+    const auto b0 = hn::LoadU(d, b + i);
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc0[r] = hn::MulAdd(hn::LoadU(d, a[r] + i), b0, acc0[r]);
+  }
+#if !HWY_MEM_OPS_MIGHT_FAULT
+  if (i < n_elems) {
+    const auto m = hn::FirstN(d, static_cast<size_t>(n_elems - i));
+    const auto bt = hn::MaskedLoad(m, d, b + i);
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc1[r] = hn::MulAdd(hn::MaskedLoad(m, d, a[r] + i), bt, acc1[r]);
+    i = n_elems;
+  }
+#endif
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0[r], acc1[r])));
+    for (int64_t j = i; j < n_elems; ++j) s += a[r][j] * b[j];
+    out[r][index] = s * scale;
+  }
+}
+
 void RmsNormImpl(const float* x, const float* w, int n_tokens, int dim, float eps, float* out) {
   const DF d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
@@ -450,45 +492,75 @@ int64_t ArgmaxImpl(const float* x, int64_t n_elems) {
   return 0;  // only NaNs: no element compares equal
 }
 
-// out[0, K·N) (= or += when !first) sum_j p[j] · v[j][0, K·N) over n rows, in
-// row order, the sums held in registers.
-template <int K>
-HWY_INLINE void WeightedSumChunk(const float* p, const float* const* v, int n, size_t off,
-                                 bool first, float* out) {
+// For R rows: out[r][off, off + K·N) (= or += when !first) sum_j p[r][j] ·
+// v[j][off, ...) over n slots in slot order, the sums held in registers and
+// each v[j] loaded once for all rows.
+template <int R, int K>
+HWY_INLINE void WeightedSumChunk(const float* const* p, const float* const* v, int n, size_t off,
+                                 bool first, float* const* out) {
   const DF d;
   const size_t N = hn::Lanes(d);
-  hn::Vec<DF> acc[K];
-  #pragma GCC unroll 8
-  for (int i = 0; i < K; ++i) acc[i] = first ? hn::Zero(d) : hn::LoadU(d, out + off + i * N);
+  hn::Vec<DF> acc[R][K];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int i = 0; i < K; ++i)
+      acc[r][i] = first ? hn::Zero(d) : hn::LoadU(d, out[r] + off + i * N);
   for (int j = 0; j < n; ++j) {
-    const auto pj = hn::Set(d, p[j]);
-    #pragma GCC unroll 8
-    for (int i = 0; i < K; ++i) acc[i] = hn::MulAdd(pj, hn::LoadU(d, v[j] + off + i * N), acc[i]);
+    hn::Vec<DF> vj[K];
+#pragma GCC unroll 16
+    for (int i = 0; i < K; ++i) vj[i] = hn::LoadU(d, v[j] + off + i * N);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const auto pj = hn::Set(d, p[r][j]);
+#pragma GCC unroll 16
+      for (int i = 0; i < K; ++i) acc[r][i] = hn::MulAdd(pj, vj[i], acc[r][i]);
+    }
   }
-  #pragma GCC unroll 8
-  for (int i = 0; i < K; ++i) hn::StoreU(acc[i], d, out + off + i * N);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int i = 0; i < K; ++i) hn::StoreU(acc[r][i], d, out[r] + off + i * N);
 }
 
-// out (= or += when !first) sum_j p[j] · v[j] over n rows of head_dim floats.
-// Every lane sees the same fused multiply-adds in row order whatever n and
-// however the rows are split between calls, so a query's output is the same
-// bits alone and in a batch.
-HWY_INLINE void WeightedSumRows(const float* p, const float* const* v, int n, int head_dim,
-                                bool first, float* out) {
+// out[r] (= or += when !first) sum_j p[r][j] · v[j] over n slots of head_dim
+// floats, for R rows (R · 4 vectors of sums at a time). Every lane sees the
+// same fused multiply-adds in slot order whatever R, n and the chunking, and
+// however a row's slots are split between calls, so a query's output is the
+// same bits alone and in a batch.
+template <int R>
+HWY_INLINE void WeightedSumRows(const float* const* p, const float* const* v, int n, int head_dim,
+                                bool first, float* const* out) {
   const size_t N = hn::Lanes(DF());
-  const int full = static_cast<int>(head_dim / N);
+  constexpr int kChunk = R == 1 ? 8 : 4;
   size_t off = 0;
-  int left = full;
-  for (; left >= 8; left -= 8, off += 8 * N) WeightedSumChunk<8>(p, v, n, off, first, out);
+  int left = static_cast<int>(head_dim / N);
+  for (; left >= kChunk; left -= kChunk, off += kChunk * N)
+    WeightedSumChunk<R, kChunk>(p, v, n, off, first, out);
   switch (left) {
-    case 1: WeightedSumChunk<1>(p, v, n, off, first, out); break;
-    case 2: WeightedSumChunk<2>(p, v, n, off, first, out); break;
-    case 3: WeightedSumChunk<3>(p, v, n, off, first, out); break;
-    case 4: WeightedSumChunk<4>(p, v, n, off, first, out); break;
-    case 5: WeightedSumChunk<5>(p, v, n, off, first, out); break;
-    case 6: WeightedSumChunk<6>(p, v, n, off, first, out); break;
-    case 7: WeightedSumChunk<7>(p, v, n, off, first, out); break;
-    default: break;
+    case 1:
+      WeightedSumChunk<R, 1>(p, v, n, off, first, out);
+      break;
+    case 2:
+      WeightedSumChunk<R, 2>(p, v, n, off, first, out);
+      break;
+    case 3:
+      WeightedSumChunk<R, 3>(p, v, n, off, first, out);
+      break;
+    case 4:
+      WeightedSumChunk<R, 4>(p, v, n, off, first, out);
+      break;
+    case 5:
+      WeightedSumChunk<R, 5>(p, v, n, off, first, out);
+      break;
+    case 6:
+      WeightedSumChunk<R, 6>(p, v, n, off, first, out);
+      break;
+    case 7:
+      WeightedSumChunk<R, 7>(p, v, n, off, first, out);
+      break;
+    default:
+      break;
   }
   off += left * N;
   if (off == static_cast<size_t>(head_dim)) return;
@@ -497,15 +569,24 @@ HWY_INLINE void WeightedSumRows(const float* p, const float* const* v, int n, in
   // written beyond head_dim.
   const DF d;
   const auto m = hn::FirstN(d, head_dim - off);
-  auto acc = first ? hn::Zero(d) : hn::MaskedLoad(m, d, out + off);
-  for (int j = 0; j < n; ++j)
-    acc = hn::MulAdd(hn::Set(d, p[j]), hn::MaskedLoad(m, d, v[j] + off), acc);
-  hn::BlendedStore(acc, m, d, out + off);
+  hn::Vec<DF> acc[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = first ? hn::Zero(d) : hn::MaskedLoad(m, d, out[r] + off);
+  for (int j = 0; j < n; ++j) {
+    const auto vj = hn::MaskedLoad(m, d, v[j] + off);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::Set(d, p[r][j]), vj, acc[r]);
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) hn::BlendedStore(acc[r], m, d, out[r] + off);
 #else
-  for (size_t i = off; i < static_cast<size_t>(head_dim); ++i) {
-    float acc = first ? 0.f : out[i];
-    for (int j = 0; j < n; ++j) acc = std::fma(p[j], v[j][i], acc);
-    out[i] = acc;
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    for (size_t i = off; i < static_cast<size_t>(head_dim); ++i) {
+      float acc = first ? 0.f : out[r][i];
+      for (int j = 0; j < n; ++j) acc = std::fma(p[r][j], v[j][i], acc);
+      out[r][i] = acc;
+    }
   }
 #endif
 }
@@ -519,6 +600,7 @@ HWY_INLINE void WeightedSumRows(const float* p, const float* const* v, int n, in
 // query: the scores of its visible slots in slot order (compacted), their
 // softmax, and the weighted sum in slot order.
 constexpr int kAttentionSlotBlock = 64;
+constexpr int kAttentionPrefetch = 8;
 
 void AttentionItemsImpl(const AttentionArgs& a, int64_t begin, int64_t end, int64_t step) {
   const int group = a.n_heads / a.n_kv_heads;
@@ -581,38 +663,79 @@ void AttentionItemsImpl(const AttentionArgs& a, int64_t begin, int64_t end, int6
         for (size_t off = 0; off < row_bytes; off += 64) hwy::Prefetch(row + off);
       }
     };
-    prefetch_block(a.kv.k_pages, 0);
+    auto prefetch_slot = [&](float* const* pages, int slot) {
+      const char* row = reinterpret_cast<const char*>(
+          pages[slot / ps] + static_cast<int64_t>(slot % ps) * kv_stride + kv_off);
+      for (size_t off = 0; off < row_bytes; off += 64) hwy::Prefetch(row + off);
+    };
+    float* sc[kAttentionRows];
+    for (int r = 0; r < n_rows; ++r) sc[r] = scores.data() + static_cast<size_t>(r) * a.n_ctx;
+    // Every row sees the whole prefix [0, first_q_slot): there the rows go
+    // four (or two) at a time over the same slots (scores at index = slot); the query
+    // slots after it go row by row, compacted to the visible ones.
+    const int prefix = std::min(first_q_slot, max_end);
+    for (int r = 0; r < n_rows; ++r) n_vis[r] = prefix;
+    for (int s = 0; s < std::min(max_end, kAttentionPrefetch); ++s) prefetch_slot(a.kv.k_pages, s);
     for (int b0 = 0; b0 < max_end; b0 += kAttentionSlotBlock) {
       const int b1 = std::min(max_end, b0 + kAttentionSlotBlock);
       block_rows(b0, b1, kp, nullptr);
-      if (b1 < max_end) prefetch_block(a.kv.k_pages, b1);
-      else prefetch_block(a.kv.v_pages, 0);
-      for (int r = 0; r < n_rows; ++r) {
-        float* sc = scores.data() + static_cast<size_t>(r) * a.n_ctx;
+      if (b1 >= max_end) prefetch_block(a.kv.v_pages, 0);
+      const int dense_end = std::min(b1, prefix);
+      int r = 0;
+      for (; r + 4 <= n_rows; r += 4) {
+        for (int s = b0; s < dense_end; ++s) {
+          if (r == 0 && s + kAttentionPrefetch < max_end)
+            prefetch_slot(a.kv.k_pages, s + kAttentionPrefetch);
+          DotRows<4>(qv + r, kp[s - b0], a.head_dim, scale, sc + r, s);
+        }
+      }
+      for (; r + 2 <= n_rows; r += 2) {
+        for (int s = b0; s < dense_end; ++s)
+          DotRows<2>(qv + r, kp[s - b0], a.head_dim, scale, sc + r, s);
+      }
+      for (; r < n_rows; ++r) {
+        for (int s = b0; s < dense_end; ++s) sc[r][s] = Dot(qv[r], kp[s - b0], a.head_dim) * scale;
+      }
+      for (r = 0; r < n_rows; ++r) {
         const int e = std::min(b1, slot_end[r]);
-        for (int s = b0; s < e; ++s) {
+        for (int s = std::max(b0, prefix); s < e; ++s) {
           if (!visible(r, s)) continue;
-          sc[n_vis[r]++] = Dot(qv[r], kp[s - b0], a.head_dim) * scale;
+          sc[r][n_vis[r]++] = Dot(qv[r], kp[s - b0], a.head_dim) * scale;
         }
       }
     }
     for (int r = 0; r < n_rows; ++r) {
-      if (n_vis[r] > 0) SoftmaxImpl(scores.data() + static_cast<size_t>(r) * a.n_ctx, n_vis[r]);
-      else std::fill(ov[r], ov[r] + a.head_dim, 0.f);  // nothing visible: zeros (as the reference)
+      if (n_vis[r] > 0)
+        SoftmaxImpl(sc[r], n_vis[r]);
+      else
+        std::fill(ov[r], ov[r] + a.head_dim, 0.f);  // nothing visible: zeros (as the reference)
     }
-    int done[kAttentionRows] = {};
+    int done[kAttentionRows];
+    for (int r = 0; r < n_rows; ++r) done[r] = prefix;
     for (int b0 = 0; b0 < max_end; b0 += kAttentionSlotBlock) {
       const int b1 = std::min(max_end, b0 + kAttentionSlotBlock);
       block_rows(b0, b1, nullptr, vp);
       if (b1 < max_end) prefetch_block(a.kv.v_pages, b1);
+      const int dense_end = std::min(b1, prefix);
+      if (b0 < dense_end) {
+        const int n = dense_end - b0;
+        const float* p[kAttentionRows];
+        for (int r = 0; r < n_rows; ++r) p[r] = sc[r] + b0;
+        int r = 0;
+        for (; r + 4 <= n_rows; r += 4)
+          WeightedSumRows<4>(p + r, vp, n, a.head_dim, b0 == 0, ov + r);
+        for (; r + 2 <= n_rows; r += 2)
+          WeightedSumRows<2>(p + r, vp, n, a.head_dim, b0 == 0, ov + r);
+        for (; r < n_rows; ++r) WeightedSumRows<1>(p + r, vp, n, a.head_dim, b0 == 0, ov + r);
+      }
       for (int r = 0; r < n_rows; ++r) {
         const int e = std::min(b1, slot_end[r]);
         int n = 0;
-        for (int s = b0; s < e; ++s)
+        for (int s = std::max(b0, prefix); s < e; ++s)
           if (visible(r, s)) vis[n++] = vp[s - b0];
         if (n == 0) continue;
-        const float* p = scores.data() + static_cast<size_t>(r) * a.n_ctx + done[r];
-        WeightedSumRows(p, vis, n, a.head_dim, done[r] == 0, ov[r]);
+        const float* p = sc[r] + done[r];
+        WeightedSumRows<1>(&p, vis, n, a.head_dim, done[r] == 0, ov + r);
         done[r] += n;
       }
     }
