@@ -448,6 +448,7 @@ Status Scheduler::RunBatch() {
     Sequence& r = *running_[i];
     r.step_tokens = 0;
     r.step_plain = false;
+    r.step_undrafted = false;
     int n;
     const int free_pages = kv.free_pages() - reserved;
     if (!r.prefilling()) {
@@ -522,7 +523,7 @@ Status Scheduler::RunBatch() {
     in.seq = r->kv_seq;
     if (r->step_prefill) {
       in.tokens.assign(r->history.begin() + r->n_kv, r->history.begin() + r->n_kv + r->step_tokens);
-    } else if (r->spec) {
+    } else if (r->spec && !(r->step_undrafted = depth[i] == 0)) {
       Stopwatch draft;
       Status s;
       {
@@ -594,7 +595,7 @@ Status Scheduler::RunBatch() {
         if (r.n_kv == r.prefill_end && r.stats.n_generated == 1)
           r.stats.prefill_s = NowSeconds() - r.started_s;
       }
-    } else if (r.spec) {
+    } else if (r.spec && !r.step_undrafted) {
       const int L = r.n_kv;
       r.stats.target_forwards++;
       Stopwatch verify;
@@ -654,6 +655,15 @@ Status Scheduler::RunBatch() {
       }
       if (sampled) EmitTokens(r, {t}, out_.logits.data(), {row0}, now);
       emitted += sampled ? 1 : 0;
+      if (r.spec && sampled) {
+        // A plain step of a speculating sequence: one token accepted.
+        metrics_.accept_length.Observe(1.0);
+        std::vector<int>& hist = r.stats.accept_hist;
+        if (hist.empty()) hist.resize(1, 0);
+        hist[0]++;
+        ++spec_seqs;
+        if (!r.done()) r.spec->AcceptPlain(aux, t, r.n_kv - 1);
+      }
     }
     if (!s.ok()) FailRequest(r, s);
   }

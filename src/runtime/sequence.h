@@ -79,6 +79,9 @@ class Sequence {
   // A speculating sequence whose draft tree did not fit the free KV pages
   // this step: it takes a plain one-token step instead.
   bool step_plain = false;
+  // An auto-shaped sequence whose chosen depth is 0: the step runs as plain
+  // decoding (no draft tree, no verification, no KV edit).
+  bool step_undrafted = false;
 
  private:
   int max_new_ = 0;

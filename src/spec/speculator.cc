@@ -189,6 +189,12 @@ Status Speculator::ExtendAccepted(const VerifyResult& vr, const float* aux, int 
   return Status::Ok();
 }
 
+void Speculator::AcceptPlain(const float* aux, int32_t token, int L) {
+  if (!eagle_) return;
+  Queue(aux, token, L);
+  TrimPending();
+}
+
 Status Speculator::FlushPending() {
   if (pending_next_.empty()) return Status::Ok();
   // At most the newest kMaxPendingRows: positions before them stay out of

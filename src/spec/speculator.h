@@ -81,6 +81,10 @@ class Speculator {
   // draft needs them, over the newest kMaxPendingRows only, so plain steps
   // cost no draft-head forward.
   Status ExtendAccepted(const VerifyResult& vr, const float* aux, int L);
+  // Auto shapes, a plain step (depth 0) that ran as plain decoding, without
+  // Draft and Verify: token was sampled from the row of position L, whose
+  // aux row (EAGLE-3) is queued for the head as ExtendAccepted would.
+  void AcceptPlain(const float* aux, int32_t token, int L);
 
   const DraftTree& tree() const { return tree_; }
   // Acceptance of this sequence's drafts by depth (what Verify observed).
