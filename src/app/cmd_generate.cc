@@ -244,6 +244,8 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
   // runs alternate for up to kMaxRounds pairs within about a second, and the
   // speedup is the geometric mean of the pairs' ratios (drift of the machine
   // cancels). The text and the other stats are the first speculative run's.
+  // That run wrote each token to the terminal as it came, which its plain
+  // run did not: its pair counts only when no other pair fits the budget.
   // (A run with no decode phase, one token or none, has no rate: no ratio.)
   double spec_tok_s = st.decode_tok_s();
   RatioInterval speedup;
@@ -253,7 +255,13 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
   if (compare && !oracle) {
     constexpr int kMaxRounds = 5;
     constexpr double kRoundsBudgetS = 1.0;
-    std::vector<double> base_rates{baseline_tok_s}, spec_rates{spec_tok_s};
+    std::vector<double> base_rates, spec_rates;
+    if (stream == nullptr) {
+      base_rates.push_back(baseline_tok_s);
+      spec_rates.push_back(spec_tok_s);
+    }
+    const double first_base = baseline_tok_s, first_spec = spec_tok_s;
+    rounds = static_cast<int>(base_rates.size());
     const double pair_s = base_decode_s + st.prefill_s + st.decode_s;
     Stopwatch sw;
     while (rounds < kMaxRounds && (rounds + 1) * pair_s <= kRoundsBudgetS) {
@@ -267,6 +275,11 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
       spec_rates.push_back(r.stats.decode_tok_s());
       ++rounds;
       if (sw.Seconds() > kRoundsBudgetS) break;
+    }
+    if (base_rates.empty()) {
+      base_rates.push_back(first_base);
+      spec_rates.push_back(first_spec);
+      rounds = 1;
     }
     speedup = PairedRatio(base_rates, spec_rates);
     baseline_tok_s = Summarize(base_rates).median;
