@@ -521,9 +521,10 @@ Status Scheduler::RunBatch() {
     }
     SeqInput in;
     in.seq = r->kv_seq;
+    r->step_undrafted = !r->step_prefill && r->spec && depth[i] == 0;
     if (r->step_prefill) {
       in.tokens.assign(r->history.begin() + r->n_kv, r->history.begin() + r->n_kv + r->step_tokens);
-    } else if (r->spec && !(r->step_undrafted = depth[i] == 0)) {
+    } else if (r->spec && !r->step_undrafted) {
       Stopwatch draft;
       Status s;
       {

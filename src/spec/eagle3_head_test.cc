@@ -8,6 +8,7 @@
 
 #include "model/tiny_llama_test_util.h"
 #include "model/transformer.h"
+#include "spec/speculator.h"
 
 namespace specd {
 namespace {
@@ -273,6 +274,43 @@ TEST_F(Eagle3HeadTest, TreeRowsMatchNaiveAndTheirBranchAlone) {
           << "node " << i;
     }
   }
+}
+
+// An auto-shaped plain step (Speculator::AcceptPlain, no draft tree or
+// verification) leaves the draft head where a verified one-node step
+// (ExtendAccepted) does: the next draft is the same, and differs from a head
+// that was not fed the step's row.
+TEST_F(Eagle3HeadTest, PlainStepFeedsTheHeadAsAVerifiedOneNodeStep) {
+  SpecOptions o;
+  o.algorithm = SpecAlgorithm::kEagle3;
+  o.auto_shape = true;
+  o.max_auto_depth = 3;
+  const ModelConfig& config = target_->config();
+  Speculator verified(o, head_.get(), config), plain(o, head_.get(), config),
+      unfed(o, head_.get(), config);
+  // Target rows of positions 0..5 (fused low/mid/high states).
+  const std::vector<float> rows = Flat(RandomRows(6, 3 * H, 7));
+  const size_t stride = 3 * H;
+  std::vector<int32_t> history = {3, 14, 15, 9, 26, 11};  // 11: sampled after the prompt
+  const std::vector<int32_t> next(history.begin() + 1, history.end());
+  for (Speculator* s : {&verified, &plain, &unfed})
+    ASSERT_TRUE(s->ExtendPrefill(rows.data(), next, 0).ok());
+  // The step at L = 5 fed token 11 and sampled 30.
+  VerifyResult one_node;
+  one_node.path = {0};
+  one_node.bonus_token = 30;
+  one_node.emitted = {30};
+  ASSERT_TRUE(verified.ExtendAccepted(one_node, rows.data() + 5 * stride, 5).ok());
+  plain.AcceptPlain(rows.data() + 5 * stride, 30, 5);
+  history.push_back(30);
+  SeqInput a, b, c;
+  ASSERT_TRUE(verified.Draft(history, 6, 0, &a, 3).ok());
+  ASSERT_TRUE(plain.Draft(history, 6, 0, &b, 3).ok());
+  ASSERT_TRUE(unfed.Draft(history, 6, 0, &c, 3).ok());
+  ASSERT_EQ(a.tokens.size(), 4u);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.pos, b.pos);
+  EXPECT_NE(a.tokens, c.tokens);
 }
 
 }  // namespace
