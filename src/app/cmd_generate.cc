@@ -260,7 +260,6 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
       base_rates.push_back(baseline_tok_s);
       spec_rates.push_back(spec_tok_s);
     }
-    const double first_base = baseline_tok_s, first_spec = spec_tok_s;
     rounds = static_cast<int>(base_rates.size());
     const double pair_s = base_decode_s + st.prefill_s + st.decode_s;
     Stopwatch sw;
@@ -276,9 +275,9 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
       ++rounds;
       if (sw.Seconds() > kRoundsBudgetS) break;
     }
-    if (base_rates.empty()) {
-      base_rates.push_back(first_base);
-      spec_rates.push_back(first_spec);
+    if (base_rates.empty()) {  // only the first (streamed) pair fits
+      base_rates.push_back(baseline_tok_s);
+      spec_rates.push_back(spec_tok_s);
       rounds = 1;
     }
     speedup = PairedRatio(base_rates, spec_rates);

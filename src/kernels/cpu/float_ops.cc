@@ -532,36 +532,17 @@ template <int R>
 HWY_INLINE void WeightedSumRows(const float* const* p, const float* const* v, int n, int head_dim,
                                 bool first, float* const* out) {
   const size_t N = hn::Lanes(DF());
-  constexpr int kChunk = R == 1 ? 8 : 4;
   size_t off = 0;
   int left = static_cast<int>(head_dim / N);
-  for (; left >= kChunk; left -= kChunk, off += kChunk * N)
-    WeightedSumChunk<R, kChunk>(p, v, n, off, first, out);
+  for (; left >= 4; left -= 4, off += 4 * N) WeightedSumChunk<R, 4>(p, v, n, off, first, out);
+  // clang-format off
   switch (left) {
-    case 1:
-      WeightedSumChunk<R, 1>(p, v, n, off, first, out);
-      break;
-    case 2:
-      WeightedSumChunk<R, 2>(p, v, n, off, first, out);
-      break;
-    case 3:
-      WeightedSumChunk<R, 3>(p, v, n, off, first, out);
-      break;
-    case 4:
-      WeightedSumChunk<R, 4>(p, v, n, off, first, out);
-      break;
-    case 5:
-      WeightedSumChunk<R, 5>(p, v, n, off, first, out);
-      break;
-    case 6:
-      WeightedSumChunk<R, 6>(p, v, n, off, first, out);
-      break;
-    case 7:
-      WeightedSumChunk<R, 7>(p, v, n, off, first, out);
-      break;
-    default:
-      break;
+    case 1: WeightedSumChunk<R, 1>(p, v, n, off, first, out); break;
+    case 2: WeightedSumChunk<R, 2>(p, v, n, off, first, out); break;
+    case 3: WeightedSumChunk<R, 3>(p, v, n, off, first, out); break;
+    default: break;
   }
+  // clang-format on
   off += left * N;
   if (off == static_cast<size_t>(head_dim)) return;
 #if !HWY_MEM_OPS_MIGHT_FAULT
@@ -636,49 +617,43 @@ void AttentionItemsImpl(const AttentionArgs& a, int64_t begin, int64_t end, int6
       mask_row[r] = a.mask == nullptr ? nullptr : a.mask + static_cast<int64_t>(t) * a.n_q;
       // Causal: slots up to the row's own; a tree mask may see any of them.
       slot_end[r] = a.mask == nullptr ? first_q_slot + t + 1 : a.n_ctx;
-      n_vis[r] = 0;
     }
     auto visible = [&](int r, int s) {
       return s < first_q_slot || mask_row[r] == nullptr || mask_row[r][s - first_q_slot] != 0;
     };
-    // Slot block [b0, b1): its K and V row addresses, page by page.
-    auto block_rows = [&](int b0, int b1, const float** out_k, const float** out_v) {
-      for (int s = b0; s < b1; ++s) {
-        const int64_t in_page = static_cast<int64_t>(s % ps) * kv_stride + kv_off;
-        if (out_k != nullptr) out_k[s - b0] = a.kv.k_pages[s / ps] + in_page;
-        if (out_v != nullptr) out_v[s - b0] = a.kv.v_pages[s / ps] + in_page;
-      }
+    // Slot s's row of this KV head in K or V pages.
+    auto slot_row = [&](float* const* pages, int s) {
+      return pages[s / ps] + static_cast<int64_t>(s % ps) * kv_stride + kv_off;
+    };
+    // Slot block [b0, b1): its K or V row addresses.
+    auto block_rows = [&](float* const* pages, int b0, int b1, const float** out) {
+      for (int s = b0; s < b1; ++s) out[s - b0] = slot_row(pages, s);
     };
     int max_end = 0;
     for (int r = 0; r < n_rows; ++r) max_end = std::max(max_end, slot_end[r]);
     // The slots of a KV head are head_dim floats at a stride of all KV
-    // heads: too sparse for the hardware prefetcher, so the next block's
-    // rows are requested while this block is computed.
+    // heads: too sparse for the hardware prefetcher, so slots are requested
+    // ahead of use (K a few slots ahead, V a block ahead).
     const size_t row_bytes = static_cast<size_t>(a.head_dim) * sizeof(float);
+    auto prefetch_slot = [&](float* const* pages, int s) {
+      const char* row = reinterpret_cast<const char*>(slot_row(pages, s));
+      for (size_t off = 0; off < row_bytes; off += 64) hwy::Prefetch(row + off);
+    };
     auto prefetch_block = [&](float* const* pages, int b0) {
       const int b1 = std::min(max_end, b0 + kAttentionSlotBlock);
-      for (int s = b0; s < b1; ++s) {
-        const char* row = reinterpret_cast<const char*>(
-            pages[s / ps] + static_cast<int64_t>(s % ps) * kv_stride + kv_off);
-        for (size_t off = 0; off < row_bytes; off += 64) hwy::Prefetch(row + off);
-      }
-    };
-    auto prefetch_slot = [&](float* const* pages, int slot) {
-      const char* row = reinterpret_cast<const char*>(
-          pages[slot / ps] + static_cast<int64_t>(slot % ps) * kv_stride + kv_off);
-      for (size_t off = 0; off < row_bytes; off += 64) hwy::Prefetch(row + off);
+      for (int s = b0; s < b1; ++s) prefetch_slot(pages, s);
     };
     float* sc[kAttentionRows];
     for (int r = 0; r < n_rows; ++r) sc[r] = scores.data() + static_cast<size_t>(r) * a.n_ctx;
     // Every row sees the whole prefix [0, first_q_slot): there the rows go
-    // four (or two) at a time over the same slots (scores at index = slot); the query
-    // slots after it go row by row, compacted to the visible ones.
+    // four (or two) at a time over the same slots (scores at index = slot);
+    // the query slots after it go row by row, compacted to the visible ones.
     const int prefix = std::min(first_q_slot, max_end);
     for (int r = 0; r < n_rows; ++r) n_vis[r] = prefix;
     for (int s = 0; s < std::min(max_end, kAttentionPrefetch); ++s) prefetch_slot(a.kv.k_pages, s);
     for (int b0 = 0; b0 < max_end; b0 += kAttentionSlotBlock) {
       const int b1 = std::min(max_end, b0 + kAttentionSlotBlock);
-      block_rows(b0, b1, kp, nullptr);
+      block_rows(a.kv.k_pages, b0, b1, kp);
       if (b1 >= max_end) prefetch_block(a.kv.v_pages, 0);
       const int dense_end = std::min(b1, prefix);
       int r = 0;
@@ -714,7 +689,7 @@ void AttentionItemsImpl(const AttentionArgs& a, int64_t begin, int64_t end, int6
     for (int r = 0; r < n_rows; ++r) done[r] = prefix;
     for (int b0 = 0; b0 < max_end; b0 += kAttentionSlotBlock) {
       const int b1 = std::min(max_end, b0 + kAttentionSlotBlock);
-      block_rows(b0, b1, nullptr, vp);
+      block_rows(a.kv.v_pages, b0, b1, vp);
       if (b1 < max_end) prefetch_block(a.kv.v_pages, b1);
       const int dense_end = std::min(b1, prefix);
       if (b0 < dense_end) {
