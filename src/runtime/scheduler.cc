@@ -539,7 +539,9 @@ Status Scheduler::RunBatch() {
       }
       r->step_tokens = static_cast<int>(in.tokens.size());
     } else {
+      // Plain, or undrafted: planned for its largest draft, it feeds one token.
       in.tokens = {r->history.back()};
+      r->step_tokens = 1;
     }
     r->batch_index = static_cast<int>(batch.size());
     r->token_offset = offset;
