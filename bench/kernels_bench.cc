@@ -226,6 +226,13 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
     // of a last-level cache: decode of a down-projection-like shape from DRAM.
     for (int thr : {1, 2}) b->Args({dt, 16384, 8192, 1, thr});
   }
+  // The embedded demo model's and its EAGLE-3 head's shapes (hidden 160,
+  // ffn 432, vocab 2048, draft vocab 1536) at verify sizes: a small model's
+  // matmuls are a few microseconds, where per-call costs show.
+  for (auto [rows, cols] : {std::pair{320, 160}, {864, 160}, {160, 432}, {160, 480},
+                            {1536, 160}, {2048, 160}}) {
+    for (int tok : {1, 2, 3, 4}) b->Args({2, rows, cols, tok, 1});
+  }
 }
 BENCHMARK(BM_MatMul)->Apply(MatMulArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);
 

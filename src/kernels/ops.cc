@@ -123,6 +123,11 @@ int64_t Argmax(const float* x, int64_t n) {
   return cpu::ArgmaxF(x, n);
 }
 
+float LogSumExp(const float* x, int64_t n) {
+  EnsureKernelPathsInitialized();
+  return cpu::LogSumExpF(x, n);
+}
+
 void Attention(const float* q, int n_q, int n_ctx, const KvPages& kv, const uint8_t* mask,
                int n_heads, int n_kv_heads, int head_dim, float* out, ThreadPool* pool) {
   EnsureKernelPathsInitialized();

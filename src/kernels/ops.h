@@ -42,6 +42,9 @@ void SwiGLU(const float* gate, const float* up, int64_t n, float* out);
 void Softmax(float* x, int64_t n);
 // Index of the largest value (the first one on ties).
 int64_t Argmax(const float* x, int64_t n);
+// log Σ exp(x_i), stable (shifted by the maximum; the sum in double); -inf
+// for n = 0, the maximum itself when it is +inf or NaN.
+float LogSumExp(const float* x, int64_t n);
 
 // Attention over a paged KV cache for one sequence.
 //

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -146,6 +148,26 @@ TEST(OpsTest, SoftmaxMatchesReferenceAndSumsToOne) {
       }
       EXPECT_NEAR(sum, 1.0, 1e-5);
     }
+  });
+}
+
+TEST(OpsTest, LogSumExpMatchesALongDoubleSum) {
+  ForEachTarget([] {
+    for (int64_t n : {1, 3, 16, 17, 1536, 128256}) {
+      auto x = Random(n, n + 7, 10.f);
+      x[n / 2] = 500.f;  // would overflow exp without the max shift
+      long double mx = x[0], sum = 0;
+      for (float v : x) mx = std::max<long double>(mx, v);
+      for (float v : x) sum += std::exp(static_cast<long double>(v) - mx);
+      const double want = static_cast<double>(mx + std::log(sum));
+      EXPECT_NEAR(LogSumExp(x.data(), n), want, 4e-7 * std::fabs(want) + 1e-6) << "n=" << n;
+    }
+    const float ninf = -std::numeric_limits<float>::infinity();
+    std::vector<float> all_ninf(20, ninf);
+    EXPECT_EQ(LogSumExp(all_ninf.data(), 20), ninf);
+    EXPECT_EQ(LogSumExp(all_ninf.data(), 0), ninf);
+    all_ninf[3] = 2.f;  // masked-out entries add nothing
+    EXPECT_FLOAT_EQ(LogSumExp(all_ninf.data(), 20), 2.f);
   });
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/float_ops.h"
@@ -469,6 +470,27 @@ void SoftmaxImpl(float* x, int64_t n_elems) {
   for (; i < n_elems; ++i) x[i] *= inv;
 }
 
+float LogSumExpImpl(const float* x, int64_t n_elems) {
+  if (n_elems <= 0) return -std::numeric_limits<float>::infinity();
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  float mx = x[0];
+  int64_t i = 0;
+  if (n_elems >= n) {
+    auto vm = hn::LoadU(d, x);
+    for (i = n; i + n <= n_elems; i += n) vm = hn::Max(vm, hn::LoadU(d, x + i));
+    mx = hn::GetLane(hn::MaxOfLanes(d, vm));
+  }
+  for (; i < n_elems; ++i) mx = std::max(mx, x[i]);
+  if (!std::isfinite(mx)) return mx;  // +inf or NaN dominates; all -inf stays -inf
+  const auto vmx = hn::Set(d, mx);
+  auto vsum = hn::Zero(d);
+  for (i = 0; i + n <= n_elems; i += n) vsum = hn::Add(vsum, hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmx)));
+  double sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+  for (; i < n_elems; ++i) sum += std::exp(x[i] - mx);
+  return mx + static_cast<float>(std::log(sum));
+}
+
 int64_t ArgmaxImpl(const float* x, int64_t n_elems) {
   if (n_elems <= 0) return 0;
   const DF d;
@@ -734,6 +756,7 @@ HWY_EXPORT(RopeImpl);
 HWY_EXPORT(SwiGLUImpl);
 HWY_EXPORT(SoftmaxImpl);
 HWY_EXPORT(ArgmaxImpl);
+HWY_EXPORT(LogSumExpImpl);
 HWY_EXPORT(AttentionItemsImpl);
 HWY_EXPORT(TargetNameImpl);
 
@@ -761,6 +784,7 @@ void SwiGLUF(const float* gate, const float* up, int64_t n, float* out) {
 }
 void SoftmaxF(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(SoftmaxImpl)(x, n); }
 int64_t ArgmaxF(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(ArgmaxImpl)(x, n); }
+float LogSumExpF(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(LogSumExpImpl)(x, n); }
 void AttentionItems(const AttentionArgs& args, int64_t begin, int64_t end, int64_t step) {
   HWY_DYNAMIC_DISPATCH(AttentionItemsImpl)(args, begin, end, step);
 }

@@ -37,6 +37,7 @@ void RopeF(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos
 void SwiGLUF(const float* gate, const float* up, int64_t n, float* out);
 void SoftmaxF(float* x, int64_t n);
 int64_t ArgmaxF(const float* x, int64_t n);
+float LogSumExpF(const float* x, int64_t n);
 
 // Attention (contract in ops.h) for work items begin, begin + step, ... < end
 // of AttentionItemCount(args): item = kv_head * row_blocks + block, where a
