@@ -90,7 +90,8 @@ std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan
   }
   int step_tokens = other, step_seqs = 0;
   if (!models.empty()) {
-    const DepthChoice c = ChooseDepths(*engine_->step_costs(), models, max_depth, other);
+    const DepthChoice c =
+        ChooseDepths(*engine_->step_costs(), models, max_depth, other, kDraftOptimism);
     metrics_.predicted_speedup = c.predicted_speedup();
     for (size_t j = 0; j < index.size(); ++j) {
       depth[index[j]] = c.depth[j];
@@ -644,8 +645,11 @@ Status Scheduler::RunBatch() {
                   r.req.id, L, step.drafted, step.accepted, offset, forward_s * 1e3,
                   engine_->step_costs()->Target(offset) * 1e3,
                   (r.step_draft_s + verify_s + extend_s) * 1e3, r.step_predicted_speedup);
+      // (Not a draft that first caught the head up on plain steps: that
+      // forward over up to kMaxPendingRows rows is priced as the catch-up.)
       if (StepCosts* costs = engine_->mutable_step_costs();
-          costs && options_.spec.auto_shape && r.step_tokens > 1)
+          costs && options_.spec.auto_shape && r.step_tokens > 1 &&
+          !r.spec->last_draft_caught_up())
         costs->ObserveDraft(r.step_tokens - 1, r.step_draft_s + verify_s + extend_s);
     } else {
       r.n_kv += 1;

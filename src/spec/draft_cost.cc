@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace specd {
 namespace {
@@ -13,6 +14,9 @@ constexpr double kPriorWeight = 2.0;
 // Each observation scales the older ones by this, so the estimate follows
 // roughly the last 1 / (1 - kDecay) = 32 steps.
 constexpr double kDecay = 0.97;
+// Each plain step scales them by this: evidence of about 100 steps ago
+// weighs a third.
+constexpr double kPlainDecay = 0.99;
 // How much better than the current choice a change must predict.
 constexpr double kMargin = 0.05;
 
@@ -50,7 +54,8 @@ void StepCosts::Observe(int n, double seconds) {
 void StepCosts::ObserveDraft(int depth, double seconds) {
   constexpr double kWeight = 0.1;
   if (!learn || depth < 1 || !(seconds >= 0)) return;
-  draft_step += kWeight * (seconds / (depth + 1) / scale - draft_step);
+  const double first = std::max(0.0, seconds / scale - (depth - 1) * draft_step);
+  draft_first += kWeight * (first - draft_first);
 }
 
 std::string StepCosts::Summary() const {
@@ -60,7 +65,9 @@ std::string StepCosts::Summary() const {
     s += fmt::format("{}t({}) {:.2f} ms", s.empty() ? "" : ", ", n, Target(n) * 1e3);
     if (n > 1) s += fmt::format(" ({:.2f}x)", Target(n) / Target(1));
   }
-  if (draft_step > 0) s += fmt::format(", draft step {:.2f} ms", DraftStep() * 1e3);
+  if (draft_first > 0)
+    s += fmt::format(", draft {:.2f} ms + {:.2f} ms per further token", DraftFirst() * 1e3,
+                     DraftStep() * 1e3);
   if (catch_up > 0) s += fmt::format(", head catch-up {:.2f} ms", CatchUp() * 1e3);
   return s;
 }
@@ -80,6 +87,13 @@ void AcceptanceModel::Observe(int depth, int accepted) {
   for (int d = 1; d <= depth && d <= accepted + 1; ++d) {
     tried_[d - 1] += 1;
     if (d <= accepted) accepted_[d - 1] += 1;
+  }
+}
+
+void AcceptanceModel::Age() {
+  for (size_t d = 0; d < tried_.size(); ++d) {
+    tried_[d] *= kPlainDecay;
+    accepted_[d] *= kPlainDecay;
   }
 }
 
@@ -104,15 +118,40 @@ double AcceptanceModel::p(int d) const {
   return est;
 }
 
-double AcceptanceModel::ExpectedTokens(int k) const {
-  double e = 1, run = 1, prior = 0.5;
-  for (int d = 1; d <= std::min(k, max_depth()); ++d) {
-    const double pd = (accepted_[d - 1] + kPriorWeight * prior) / (tried_[d - 1] + kPriorWeight);
-    prior = pd;
-    run *= pd;
-    e += run;
+double AcceptanceModel::p_stddev(int d) const {
+  d = std::clamp(d, 1, max_depth());
+  const double p = this->p(d);
+  return std::sqrt(p * (1 - p) / (tried_[d - 1] + kPriorWeight + 1));
+}
+
+double AcceptanceModel::ExpectedTokens(int k, double optimism) const {
+  return Walk(k, optimism, nullptr);
+}
+
+double AcceptanceModel::Walk(int k_max, double optimism, double* out) const {
+  // The bonus of a drafted depth: optimism standard deviations of p(1), the
+  // same for every depth (a raised p(1) multiplied through a chain would make
+  // deep chains look cheap to explore, and they are not), at most what a
+  // chain can yield.
+  const double bonus = optimism > 0 ? optimism * p_stddev(1) : 0;
+  double e = 1, run = 1, prior = 0.5;  // run: Π p(j) so far; depth d's prior is p(d - 1)
+  if (out) out[0] = 1;
+  for (int d = 1; d <= k_max; ++d) {
+    if (d <= max_depth()) {
+      const double pd = (accepted_[d - 1] + kPriorWeight * prior) / (tried_[d - 1] + kPriorWeight);
+      prior = pd;
+      run *= pd;
+      e += run;
+    }
+    if (out) out[d] = std::min(e + bonus, 1.0 + std::min(d, max_depth()));
   }
-  return e;
+  return k_max >= 1 ? std::min(e + bonus, 1.0 + std::min(k_max, max_depth())) : 1.0;
+}
+
+void AcceptanceModel::ExpectedTokensUpTo(int k_max, double optimism,
+                                         std::vector<double>* out) const {
+  out->resize(std::max(0, k_max) + 1);
+  Walk(k_max, optimism, out->data());
 }
 
 double DepthChoice::predicted_speedup() const {
@@ -122,7 +161,7 @@ double DepthChoice::predicted_speedup() const {
 }
 
 DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
-                         const std::vector<int>& max_depth, int other_tokens) {
+                         const std::vector<int>& max_depth, int other_tokens, double optimism) {
   const int n = static_cast<int>(seqs.size());
   DepthChoice c;
   c.depth.assign(n, 0);
@@ -134,8 +173,7 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
   std::vector<std::vector<double>> e(n);
   int deepest = 0;
   for (int i = 0; i < n; ++i) {
-    e[i].resize(std::max(0, max_depth[i]) + 1);
-    for (size_t k = 0; k < e[i].size(); ++k) e[i][k] = seqs[i]->ExpectedTokens(static_cast<int>(k));
+    seqs[i]->ExpectedTokensUpTo(max_depth[i], optimism, &e[i]);
     deepest = std::max(deepest, static_cast<int>(e[i].size()) - 1);
   }
   // A choice's rate: expected tokens over the time they cost. With prompt
@@ -145,8 +183,10 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
   // chunk makes any draft look nearly free, while the tokens it may win are
   // worth only plain decode steps.) Without prompt tokens both are the step.
   const double plain_alone = costs.Target(n), plain_with_other = costs.Target(other_tokens + n);
-  auto rate = [&](double tokens, int fed_tokens, int drafted_tokens, double* time) {
-    const double forward = costs.Target(fed_tokens), draft = drafted_tokens * costs.DraftStep();
+  // drafted: Σ k_i; drafting: how many sequences draft (k_i > 0).
+  auto rate = [&](double tokens, int fed_tokens, int drafted, int drafting, double* time) {
+    const double forward = costs.Target(fed_tokens);
+    const double draft = drafting * costs.DraftFirst() + (drafted - drafting) * costs.DraftStep();
     if (time) *time = forward + draft;
     if (other_tokens == 0) return tokens / (forward + draft);
     return tokens / (plain_alone + std::max(0.0, forward - plain_with_other) + draft);
@@ -155,17 +195,21 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
   struct Search {
     std::vector<int> depth;
     double sum_e = 0;
-    int fed = 0, drafted = 0;
+    int fed = 0, drafted = 0, drafting = 0;
     double rate = 0;
   };
+  auto rate_of = [&](const Search& s, double* time) {
+    return rate(s.sum_e, s.fed, s.drafted, s.drafting, time);
+  };
   auto start_at = [&](const std::vector<int>& depth) {
-    Search s{depth, 0, other_tokens, 0, 0};
+    Search s{depth, 0, other_tokens, 0, 0, 0};
     for (int i = 0; i < n; ++i) {
       s.sum_e += e[i][depth[i]];
       s.fed += depth[i] + 1;
-      s.drafted += depth[i] > 0 ? depth[i] + 1 : 0;
+      s.drafted += depth[i];
+      s.drafting += depth[i] > 0;
     }
-    s.rate = rate(s.sum_e, s.fed, s.drafted, nullptr);
+    s.rate = rate_of(s, nullptr);
     return s;
   };
   // Coordinate search: each sequence in turn takes the depth that maximises
@@ -176,12 +220,13 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
         const int keep = s.depth[i];
         // The sums without sequence i.
         const double e0 = s.sum_e - e[i][keep];
-        const int fed0 = s.fed - (keep + 1), drafted0 = s.drafted - (keep > 0 ? keep + 1 : 0);
+        const int fed0 = s.fed - (keep + 1), drafted0 = s.drafted - keep;
+        const int drafting0 = s.drafting - (keep > 0);
         int best_k = keep;
         double best_r = s.rate;
         for (int k = 0; k < static_cast<int>(e[i].size()); ++k) {
           const double r =
-              rate(e0 + e[i][k], fed0 + k + 1, drafted0 + (k > 0 ? k + 1 : 0), nullptr);
+              rate(e0 + e[i][k], fed0 + k + 1, drafted0 + k, drafting0 + (k > 0), nullptr);
           // Strictly better only: ties keep the shallower (cheaper to be wrong).
           if (r > best_r * (1 + 1e-9)) {
             best_r = r;
@@ -192,14 +237,15 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
         s.depth[i] = best_k;
         s.sum_e = e0 + e[i][best_k];
         s.fed = fed0 + best_k + 1;
-        s.drafted = drafted0 + (best_k > 0 ? best_k + 1 : 0);
+        s.drafted = drafted0 + best_k;
+        s.drafting = drafting0 + (best_k > 0);
       }
     }
     return s;
   };
   const Search plain = start_at(c.depth);
   c.expected_tokens = plain.sum_e;
-  rate(plain.sum_e, plain.fed, plain.drafted, &c.plain_step_s);
+  rate_of(plain, &c.plain_step_s);
   c.step_s = c.plain_step_s;
   Search best = improve(plain);
   // The search is local, and t(n) jumps where the kernels change (one token
@@ -226,8 +272,9 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
   // (Judged on the whole batch: one sequence's share of a gain may be small.)
   if (best.rate <= plain.rate * (1 + kMargin)) return c;
   c.depth = std::move(best.depth);
-  c.expected_tokens = best.sum_e;
-  rate(best.sum_e, best.fed, best.drafted, &c.step_s);
+  c.expected_tokens = 0;
+  for (int i = 0; i < n; ++i) c.expected_tokens += seqs[i]->ExpectedTokens(c.depth[i]);
+  rate_of(best, &c.step_s);
   return c;
 }
 
@@ -237,7 +284,8 @@ double ProbeLoss(const StepCosts& costs, const AcceptanceModel& acceptance, int 
   step_tokens = std::max(1, step_tokens);
   const double plain = costs.Target(step_tokens);
   const double extra =
-      costs.Target(step_tokens + depth) - plain + costs.CatchUp() + (depth + 1) * costs.DraftStep();
+      costs.Target(step_tokens + depth) - plain +
+      std::max(costs.CatchUp(), costs.DraftFirst()) + (depth - 1) * costs.DraftStep();
   const double gain = (acceptance.ExpectedTokens(depth) - 1) * plain / std::max(1, step_seqs);
   return std::max(0.0, extra - gain);
 }

@@ -4,9 +4,12 @@
 // accepted at each depth.
 //
 // A step of a batch whose sequences draft depths k_i costs
-//   t_target(Σ (k_i + 1)) + Σ k_i · t_draft
-// (one target forward over every tree; a draft-head forward per drafted
-// token plus one over the accepted rows) and is expected to yield Σ E_i(k_i) tokens, where
+//   t_target(Σ (k_i + 1)) + Σ_{k_i > 0} (t_first + (k_i - 1) · t_draft)
+// (one target forward over every tree; k draft-head forwards for a chain of
+// k: the first over the rows accepted last step, whose last row proposes
+// depth 1, then one per further depth; the deepest token is fed only once
+// accepted, as part of the next step's first forward) and is expected to
+// yield Σ E_i(k_i) tokens, where
 //   E(k) = 1 + Σ_{j=1..k} Π_{d=1..j} p_d
 // and p_d = P(the draft token at depth d is accepted | depth d-1 was).
 // ChooseDepths maximises expected tokens per second; with no depth that
@@ -33,7 +36,12 @@ struct StepCosts {
   // target[n - 1]: one target forward over n new tokens with logits for every
   // token (a verify pass), n = 1..target.size(), as measured.
   std::vector<double> target;
-  double draft_step = 0;  // one draft-head step, as measured (0: n-gram); see DraftStep()
+  // A draft's first head forward, over the rows accepted last step: the
+  // target's forward has just pushed the head's weights out of the caches,
+  // so on a small model it takes about twice a further chain step; with the
+  // step's verification and bookkeeping, as learned (0 at start: n-gram).
+  double draft_first = 0;
+  double draft_step = 0;  // each further draft-head forward of a chain (0: n-gram)
   // The draft head catching up after a plain stretch: one forward over the
   // newest accepted rows it was not fed (Speculator::kMaxPendingRows), which
   // the first draft after the stretch pays (0: n-gram).
@@ -47,10 +55,16 @@ struct StepCosts {
   // REQUIRES: !target.empty(), n >= 1.
   double Target(int n) const;
   double Measured(int n) const;  // the same without scale and correction
-  // draft_step and catch_up times the scale: the head runs on the same
-  // cores as the target, so what slows one slows the other.
+  // draft_first, draft_step and catch_up times the scale: the head runs on
+  // the same cores as the target, so what slows one slows the other.
+  double DraftFirst() const { return draft_first * scale; }
   double DraftStep() const { return draft_step * scale; }
   double CatchUp() const { return catch_up * scale; }
+  // What drafting a chain of `depth` costs beyond the target's forward
+  // (0 for depth 0).
+  double DraftCost(int depth) const {
+    return depth > 0 ? DraftFirst() + (depth - 1) * DraftStep() : 0;
+  }
   std::string Summary() const;  // "t(1) 1.20 ms, t(4) 1.90 ms (1.58x), ..."
   // A forward over n tokens just took `seconds`: moves scale and n's
   // correction towards it, so a start-up measurement disturbed by another
@@ -59,8 +73,8 @@ struct StepCosts {
   void Observe(int n, double seconds);
   // A step that drafted `depth` tokens spent `seconds` outside the target's
   // forward (drafting, verification, feeding the head back): moves
-  // DraftStep() towards seconds / (depth + 1), the price the cost model
-  // charges per drafted token (plus one for the accepted rows).
+  // DraftFirst() towards what of it DraftStep() does not explain, so that
+  // DraftCost(depth) follows what steps of that depth cost.
   void ObserveDraft(int depth, double seconds);
 };
 
@@ -73,15 +87,31 @@ class AcceptanceModel {
   // A verify step that drafted a chain of `depth` tokens accepted `accepted`
   // of them (the first `accepted`; a tree counts as its accepted path).
   void Observe(int depth, int accepted);
+  // A step without a draft: the counts fade a little (the text moves on), so
+  // a sequence that stopped drafting grows uncertain again and, with
+  // optimism, tries a draft after a stretch the longer the more evidence it
+  // had against drafting.
+  void Age();
   double p(int d) const;              // d >= 1
+  // The standard deviation of p(d)'s estimate (its counts and the prior's
+  // as a Beta distribution's): large while a depth was rarely tried.
+  double p_stddev(int d) const;
   // A copy whose counts weigh at most `steps` observations: the pooled
   // acceptance of earlier sequences as a new sequence's starting estimate.
   AcceptanceModel AsPrior(double steps) const;
-  double ExpectedTokens(int k) const; // E(k), E(0) = 1
+  // E(k), E(0) = 1. optimism > 0: E(k >= 1) raised by that many standard
+  // deviations of p(1)'s estimate (at most to k + 1), an upper estimate for
+  // choices that explore.
+  double ExpectedTokens(int k, double optimism = 0) const;
+  // E(0), ..., E(k_max) in one pass: out->size() = k_max + 1.
+  void ExpectedTokensUpTo(int k_max, double optimism, std::vector<double>* out) const;
   int max_depth() const { return static_cast<int>(tried_.size()); }
   int observations() const { return steps_; }
 
  private:
+  // E(0..k_max) into out[0..k_max] (out may be null); returns E(k_max).
+  double Walk(int k_max, double optimism, double* out) const;
+
   std::vector<double> tried_, accepted_;
   int steps_ = 0;
 };
@@ -106,16 +136,31 @@ struct DepthChoice {
 // one is searched exhaustively. other_tokens: prompt tokens in the same
 // step; the decode's time is then a plain step of the sequences alone plus
 // what the draft tokens add to the step (the prompt's share is not theirs).
+// optimism: the search weighs ExpectedTokens(k, optimism), every drafted
+// depth raised by the same bonus, so that a sequence whose acceptance is
+// still uncertain drafts while that might pay (each try narrows the
+// estimate, so the exploration ends by itself where drafts do not pay), at
+// the depth whose plain estimate pays best for the bonus: the shallowest
+// where costs matter. The reported DepthChoice::expected_tokens is the plain
+// estimate.
 DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
-                         const std::vector<int>& max_depth, int other_tokens = 0);
+                         const std::vector<int>& max_depth, int other_tokens = 0,
+                         double optimism = 0);
+
+// The optimism the scheduler chooses with (standard deviations). A plain
+// step teaches nothing about acceptance, so a chooser without it stays plain
+// wherever the prior (p = 0.5) predicts break-even, though the drafts would
+// pay: the demo pair's chain of one, accepted 65 % of the time, runs 1.06-
+// 1.10x plain, and its prior predicts 1.00x.
+constexpr double kDraftOptimism = 1.5;
 
 // What one sequence drafting a chain of `depth` tokens after a plain stretch
 // (a probe) is expected to lose against its plain step, in seconds; 0 when
 // the model expects it to pay. The step without the probe runs `step_tokens`
 // tokens and yields `step_seqs` tokens (one per decoding sequence); the probe
-// adds depth tokens to its forward, the head's catch-up and depth + 1
-// draft-head steps, and E(depth) - 1 tokens, each worth a plain step's time
-// per token.
+// adds depth tokens to its forward, the head's catch-up (its first forward)
+// and depth - 1 further draft-head steps, and E(depth) - 1 tokens, each worth
+// a plain step's time per token.
 double ProbeLoss(const StepCosts& costs, const AcceptanceModel& acceptance, int depth,
                  int step_tokens, int step_seqs);
 

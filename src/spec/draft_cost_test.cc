@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 namespace specd {
@@ -40,6 +41,46 @@ TEST(AcceptanceModelTest, FollowsAChangeInTheText) {
   EXPECT_LT(m.ExpectedTokens(2), 1.1);
 }
 
+TEST(AcceptanceModelTest, OptimismRaisesEveryDraftByDepthOnesUncertainty) {
+  AcceptanceModel m(8);
+  // The prior alone: p = 0.5 with two pseudo-counts, sd = sqrt(0.25 / 3).
+  EXPECT_DOUBLE_EQ(m.ExpectedTokens(3, 0), m.ExpectedTokens(3));
+  const double sd = std::sqrt(0.25 / 3);
+  EXPECT_NEAR(m.p_stddev(1), sd, 1e-12);
+  EXPECT_NEAR(m.ExpectedTokens(1, 1.5), 1 + 0.5 + 1.5 * sd, 1e-12);
+  // Every drafted depth gets the same bonus (no compounding down a chain).
+  EXPECT_NEAR(m.ExpectedTokens(2, 1.5), 1 + 0.5 + 0.25 + 1.5 * sd, 1e-12);
+  EXPECT_DOUBLE_EQ(m.ExpectedTokens(0, 1.5), 1.0);
+  // Evidence narrows it: after many observations at p = 0.6 the raise is small.
+  std::mt19937 rng(5);
+  for (int i = 0; i < 300; ++i) m.Observe(1, SimulateChain({0.6}, 1, &rng));
+  EXPECT_LT(m.p_stddev(1), 0.1);
+  EXPECT_LT(m.ExpectedTokens(1, 1.5) - m.ExpectedTokens(1), 0.15);
+  EXPECT_DOUBLE_EQ(m.ExpectedTokens(1, 100), 2.0);  // at most k + 1 tokens
+  std::vector<double> all;
+  m.ExpectedTokensUpTo(3, 1.5, &all);
+  for (int k = 0; k <= 3; ++k) EXPECT_DOUBLE_EQ(all[k], m.ExpectedTokens(k, 1.5)) << k;
+}
+
+TEST(AcceptanceModelTest, ExpectedTokensUpToMatchesEachDepth) {
+  AcceptanceModel m(6);
+  std::mt19937 rng(11);
+  for (int i = 0; i < 50; ++i) m.Observe(4, SimulateChain({0.9, 0.7, 0.5, 0.3}, 4, &rng));
+  std::vector<double> all;
+  m.ExpectedTokensUpTo(9, 0, &all);  // past max_depth: E stays at E(max_depth)
+  ASSERT_EQ(all.size(), 10u);
+  // Against the definition, written out: E(k) = 1 + Σ_j Π_{d <= j} p(d).
+  double e = 1, run = 1;
+  for (int k = 0; k <= 9; ++k) {
+    if (k >= 1 && k <= 6) {
+      run *= m.p(k);
+      e += run;
+    }
+    EXPECT_NEAR(all[k], e, 1e-12) << "k " << k;
+    EXPECT_DOUBLE_EQ(all[k], m.ExpectedTokens(k)) << "k " << k;
+  }
+}
+
 TEST(AcceptanceModelTest, UntriedDepthsLeanOnShallowerOnes) {
   AcceptanceModel m(8);
   for (int i = 0; i < 100; ++i) m.Observe(1, 1);  // only depth 1, always accepted
@@ -47,9 +88,11 @@ TEST(AcceptanceModelTest, UntriedDepthsLeanOnShallowerOnes) {
   EXPECT_NEAR(m.p(5), m.p(1), 1e-9);  // no evidence below depth 1: same estimate
 }
 
+// Drafting k tokens costs k * draft (the first forward as much as a further one).
 StepCosts Costs(std::vector<double> t, double draft = 0) {
   StepCosts c;
   c.target = std::move(t);
+  c.draft_first = draft;
   c.draft_step = draft;
   return c;
 }
@@ -59,7 +102,7 @@ int BruteForceDepth(const StepCosts& c, const AcceptanceModel& m, int max_depth)
   int best = 0;
   double best_rate = 1 / c.Target(1);
   for (int k = 1; k <= max_depth; ++k) {
-    const double rate = m.ExpectedTokens(k) / (c.Target(k + 1) + (k + 1) * c.draft_step);
+    const double rate = m.ExpectedTokens(k) / (c.Target(k + 1) + k * c.draft_step);
     if (rate > best_rate * (1 + 1e-9)) {
       best_rate = rate;
       best = k;
@@ -67,6 +110,36 @@ int BruteForceDepth(const StepCosts& c, const AcceptanceModel& m, int max_depth)
   }
   // A change from plain must be predicted 5 % faster.
   return best_rate > (1 / c.Target(1)) * 1.05 ? best : 0;
+}
+
+TEST(ChooseDepthsTest, OptimismTriesAnUncertainDraftUntilRejectionsSettleIt) {
+  // Drafting pays by 10 % at p = 0.65 and loses at the prior's 0.5: t(2) =
+  // 1.2, a draft forward 0.3, E(1) = 1 + p against 1.5 of cost.
+  const StepCosts c = Costs({1.0, 1.2}, 0.3);
+  AcceptanceModel m(1);
+  EXPECT_EQ(ChooseDepths(c, {&m}, {1}).depth[0], 0);
+  const DepthChoice explore = ChooseDepths(c, {&m}, {1}, 0, kDraftOptimism);
+  EXPECT_EQ(explore.depth[0], 1);
+  // What it reports is the plain estimate, not the optimistic one.
+  EXPECT_DOUBLE_EQ(explore.expected_tokens, m.ExpectedTokens(1));
+  // Rejected every time: after a few tries it stops exploring.
+  int tries = 0;
+  while (ChooseDepths(c, {&m}, {1}, 0, kDraftOptimism).depth[0] == 1 && tries < 50) {
+    m.Observe(1, 0);
+    ++tries;
+  }
+  EXPECT_GE(tries, 1);
+  EXPECT_LE(tries, 4);
+  // Accepted 70 % of the time, it keeps drafting.
+  AcceptanceModel good(1);
+  std::mt19937 rng(9);
+  int drafted = 0;
+  for (int i = 0; i < 200; ++i) {
+    if (ChooseDepths(c, {&good}, {1}, 0, kDraftOptimism).depth[0] == 0) continue;
+    ++drafted;
+    good.Observe(1, SimulateChain({0.7}, 1, &rng));
+  }
+  EXPECT_GT(drafted, 180);
 }
 
 TEST(ChooseDepthsTest, SingleSequenceMatchesBruteForce) {
@@ -255,11 +328,31 @@ TEST(ProbeLossTest, ChargesTheExtraForwardAndDraftingLessTheExpectedTokens) {
   StepCosts c = Costs({1.0, 1.5, 2.0}, /*draft=*/0.1);
   c.catch_up = 0.4;
   AcceptanceModel m;  // prior: each depth accepted with 0.5
-  // Depth 2 alone: t(3) - t(1) + catch-up + 3 draft steps - (E(2) - 1) t(1).
-  EXPECT_NEAR(ProbeLoss(c, m, 2, 1, 1), 1.0 + 0.4 + 0.3 - 0.75, 1e-9);
+  // Depth 2 alone: t(3) - t(1) + the catch-up (the draft's first forward) +
+  // one further draft step - (E(2) - 1) t(1).
+  EXPECT_NEAR(ProbeLoss(c, m, 2, 1, 1), 1.0 + 0.4 + 0.1 - 0.75, 1e-9);
+  // Without rows to catch up on, the first forward is the draft's own.
+  c.catch_up = 0;
+  c.draft_first = 0.3;
+  EXPECT_NEAR(ProbeLoss(c, m, 2, 1, 1), 1.0 + 0.3 + 0.1 - 0.75, 1e-9);
   // A draft that always pays loses nothing.
   for (int i = 0; i < 200; ++i) m.Observe(2, 2);
   EXPECT_EQ(ProbeLoss(Costs({1.0, 1.0, 1.0}), m, 2, 1, 1), 0.0);
+}
+
+TEST(StepCostsTest, AChainCostsItsFirstForwardAndTheFurtherOnes) {
+  StepCosts c = Costs({1.0, 1.5});
+  c.draft_first = 0.3;  // cold: after the target's forward
+  c.draft_step = 0.1;   // warm
+  EXPECT_DOUBLE_EQ(c.DraftCost(0), 0.0);
+  EXPECT_DOUBLE_EQ(c.DraftCost(1), 0.3);
+  EXPECT_DOUBLE_EQ(c.DraftCost(4), 0.3 + 3 * 0.1);
+  // Steps of depth 2 that take 0.6 outside the target's forward: the first
+  // forward's price follows what the further step does not explain.
+  for (int i = 0; i < 200; ++i) c.ObserveDraft(2, 0.6);
+  EXPECT_NEAR(c.DraftCost(2), 0.6, 1e-3);
+  EXPECT_NEAR(c.DraftFirst(), 0.5, 1e-3);
+  EXPECT_DOUBLE_EQ(c.DraftStep(), 0.1);
 }
 
 TEST(StepCostsTest, FixedCostsDoNotLearn) {

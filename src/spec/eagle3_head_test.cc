@@ -313,5 +313,39 @@ TEST_F(Eagle3HeadTest, PlainStepFeedsTheHeadAsAVerifiedOneNodeStep) {
   EXPECT_NE(a.tokens, c.tokens);
 }
 
+// What the cost model learns a draft's price from: a draft that first fed
+// the head rows of the prompt or of plain steps is a catch-up; one fed only
+// the rows accepted by the step before is not.
+TEST_F(Eagle3HeadTest, ADraftAfterPlainStepsCatchesUpOneAfterADraftDoesNot) {
+  SpecOptions o;
+  o.algorithm = SpecAlgorithm::kEagle3;
+  o.auto_shape = true;
+  o.max_auto_depth = 3;
+  Speculator s(o, head_.get(), target_->config());
+  const std::vector<float> rows = Flat(RandomRows(8, 3 * H, 11));
+  const size_t stride = 3 * H;
+  std::vector<int32_t> history = {3, 14, 15, 9, 26, 11};
+  ASSERT_TRUE(s.ExtendPrefill(rows.data(), {14, 15, 9, 26, 11}, 0).ok());
+  SeqInput in;
+  ASSERT_TRUE(s.Draft(history, 5, 0, &in, 2).ok());
+  EXPECT_TRUE(s.last_draft_caught_up());  // the prompt's rows
+  // The root and the first draft token were accepted, then token 29.
+  VerifyResult vr;
+  vr.path = {0, 1};
+  vr.bonus_token = 29;
+  vr.emitted = {s.tree().tokens[1], 29};
+  ASSERT_TRUE(s.ExtendAccepted(vr, rows.data() + 5 * stride, 5).ok());
+  history.insert(history.end(), vr.emitted.begin(), vr.emitted.end());
+  ASSERT_TRUE(s.Draft(history, 7, 0, &in, 2).ok());
+  EXPECT_FALSE(s.last_draft_caught_up());
+  // A plain step: no draft, and the next draft catches up on its row.
+  ASSERT_TRUE(s.Draft(history, 7, 0, &in, 0).ok());
+  EXPECT_FALSE(s.last_draft_caught_up());
+  s.AcceptPlain(rows.data() + 7 * stride, 28, 7);
+  history.push_back(28);
+  ASSERT_TRUE(s.Draft(history, 8, 0, &in, 1).ok());
+  EXPECT_TRUE(s.last_draft_caught_up());
+}
+
 }  // namespace
 }  // namespace specd

@@ -46,23 +46,19 @@ void Speculator::Reset() {
   tree_ = DraftTree();
   pending_aux_.clear();
   pending_next_.clear();
+  pending_unverified_ = false;
 }
 
 // Runs the draft head over committed rows: row k at position pos0 + k holds
-// (aux[rows[k]], next_tokens[k]). Leaves the last row's outputs in the state.
-Status Speculator::Extend(const float* aux, const std::vector<int>& aux_rows,
-                            const std::vector<int32_t>& next_tokens, int pos0) {
+// (aux row k, next_tokens[k]); aux: (m, aux_stride_). Leaves the last row's
+// outputs in the state.
+Status Speculator::Extend(const float* aux, const std::vector<int32_t>& next_tokens, int pos0) {
   const int m = static_cast<int>(next_tokens.size());
   if (m == 0) return Status::Ok();
-  std::vector<float> rows(static_cast<size_t>(m) * aux_stride_);
-  for (int k = 0; k < m; ++k)
-    std::copy(aux + static_cast<size_t>(aux_rows[k]) * aux_stride_,
-              aux + static_cast<size_t>(aux_rows[k] + 1) * aux_stride_,
-              rows.begin() + static_cast<size_t>(k) * aux_stride_);
   std::vector<int32_t> pos(m);
   for (int k = 0; k < m; ++k) pos[k] = pos0 + k;
   std::vector<float> hid, logits;
-  RETURN_IF_ERROR(head_->Forward(&dstate_, next_tokens, rows.data(), /*from_aux=*/true, pos,
+  RETURN_IF_ERROR(head_->Forward(&dstate_, next_tokens, aux, /*from_aux=*/true, pos,
                                  dstate_.length, {}, &hid, &logits, /*last_logits_only=*/true));
   const int H = head_->hidden_dim(), V = head_->draft_vocab();
   dstate_.last_hidden.assign(hid.end() - H, hid.end());
@@ -74,11 +70,7 @@ Status Speculator::ExtendPrefill(const float* aux, const std::vector<int32_t>& n
                                    int pos0) {
   if (!eagle_) return Status::Ok();
   const int m = static_cast<int>(next_tokens.size());
-  if (!options_.auto_shape) {
-    std::vector<int> rows(m);
-    for (int k = 0; k < m; ++k) rows[k] = k;
-    return Extend(aux, rows, next_tokens, pos0).WithStage("draft");
-  }
+  if (!options_.auto_shape) return Extend(aux, next_tokens, pos0).WithStage("draft");
   // Auto shapes queue the prompt like plain steps: a sequence that never
   // drafts never runs the head, and one that does runs it over the newest
   // kMaxPendingRows rows when its first draft needs them.
@@ -89,6 +81,7 @@ Status Speculator::ExtendPrefill(const float* aux, const std::vector<int32_t>& n
   }
   for (int k = first; k < m; ++k)
     Queue(aux + static_cast<size_t>(k) * aux_stride_, next_tokens[k], pos0 + k);
+  pending_unverified_ = true;
   TrimPending();
   return Status::Ok();
 }
@@ -122,9 +115,11 @@ Status Speculator::Draft(const std::vector<int32_t>& history, int L, int seq, Se
     shape.topk = 1;
     shape.num_draft_tokens = depth + 1;
   }
+  last_draft_caught_up_ = false;
   if (MaxTreeSize(L) == 1 || depth == 0) {
     tree_.Add(root, -1, 0.f);
   } else if (eagle_) {
+    last_draft_caught_up_ = pending_unverified_;
     RETURN_IF_ERROR(FlushPending());
     auto t = DraftEagleTree(*head_, &dstate_, root, L, shape);
     if (!t.ok()) return std::move(t).TakeStatus().WithStage("draft");
@@ -190,8 +185,10 @@ Status Speculator::ExtendAccepted(const VerifyResult& vr, const float* aux, int 
 }
 
 void Speculator::AcceptPlain(const float* aux, int32_t token, int L) {
+  acceptance_.Age();
   if (!eagle_) return;
   Queue(aux, token, L);
+  pending_unverified_ = true;
   TrimPending();
 }
 
@@ -203,12 +200,13 @@ Status Speculator::FlushPending() {
   // and no head forward per plain step.
   const int n = static_cast<int>(pending_next_.size());
   const int skip = std::max(0, n - kMaxPendingRows);
-  std::vector<int> rows(n - skip);
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i) + skip;
   std::vector<int32_t> next(pending_next_.begin() + skip, pending_next_.end());
-  Status s = Extend(pending_aux_.data(), rows, next, pending_pos0_ + skip).WithStage("draft");
+  Status s = Extend(pending_aux_.data() + static_cast<size_t>(skip) * aux_stride_, next,
+                    pending_pos0_ + skip)
+                 .WithStage("draft");
   pending_aux_.clear();
   pending_next_.clear();
+  pending_unverified_ = false;
   return s;
 }
 

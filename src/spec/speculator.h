@@ -83,18 +83,24 @@ class Speculator {
   Status ExtendAccepted(const VerifyResult& vr, const float* aux, int L);
   // Auto shapes, a plain step (depth 0) that ran as plain decoding, without
   // Draft and Verify: token was sampled from the row of position L, whose
-  // aux row (EAGLE-3) is queued for the head as ExtendAccepted would.
+  // aux row (EAGLE-3) is queued for the head as ExtendAccepted would; the
+  // acceptance estimate ages (AcceptanceModel::Age).
   void AcceptPlain(const float* aux, int32_t token, int L);
 
   const DraftTree& tree() const { return tree_; }
+  // Whether the last Draft fed the head rows of plain steps or of the prompt
+  // (a catch-up), not only the rows accepted by the step before: its cost is
+  // not what a draft between two drafts costs.
+  bool last_draft_caught_up() const { return last_draft_caught_up_; }
   // Acceptance of this sequence's drafts by depth (what Verify observed).
   const AcceptanceModel& acceptance() const { return acceptance_; }
 
   static constexpr int kMaxPendingRows = 16;
 
  private:
-  Status Extend(const float* aux, const std::vector<int>& rows,
-                const std::vector<int32_t>& next_tokens, int pos0);
+  // The head over m consecutive committed rows: aux (m, 3 H_target), the
+  // token after each, the first one's position.
+  Status Extend(const float* aux, const std::vector<int32_t>& next_tokens, int pos0);
   // Appends one aux row (aux_stride_ floats; next_token at pos + 1, pos
   // consecutive with what is queued) to the rows the head was not fed yet.
   void Queue(const float* row, int32_t next_token, int pos);
@@ -117,6 +123,8 @@ class Speculator {
   std::vector<float> pending_aux_;
   std::vector<int32_t> pending_next_;
   int pending_pos0_ = 0;
+  bool pending_unverified_ = false;  // the queue holds plain-step or prompt rows
+  bool last_draft_caught_up_ = false;
 };
 
 }  // namespace specd
