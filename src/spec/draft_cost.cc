@@ -19,6 +19,9 @@ constexpr double kDecay = 0.97;
 constexpr double kPlainDecay = 0.99;
 // How much better than the current choice a change must predict.
 constexpr double kMargin = 0.05;
+// How much an exploring choice may lose by the plain estimates: a draft that
+// is hoped for, not one the estimates already call a loss.
+constexpr double kExploreLoss = 0.05;
 
 }  // namespace
 
@@ -37,8 +40,8 @@ double StepCosts::Target(int n) const {
 
 void StepCosts::Observe(int n, double seconds) {
   // The scale follows roughly the last 10 steps; a size's correction the
-  // last 50 steps of that size.
-  constexpr double kScaleWeight = 0.1, kCorrectionWeight = 0.02;
+  // last 20 steps of that size.
+  constexpr double kScaleWeight = 0.1, kCorrectionWeight = 0.05;
   if (!learn || n < 1 || n > static_cast<int>(target.size()) || !(seconds > 0)) return;
   if (correction.size() < target.size()) correction.resize(target.size(), 1.0);
   double& corr = correction[n - 1];
@@ -160,8 +163,11 @@ double DepthChoice::predicted_speedup() const {
   return (expected_tokens / step_s) / (static_cast<double>(n) / plain_step_s);
 }
 
-DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
-                         const std::vector<int>& max_depth, int other_tokens, double optimism) {
+namespace {
+
+// ChooseDepths' search, with the sequences' E(k) at the given optimism.
+DepthChoice Search(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
+                   const std::vector<int>& max_depth, int other_tokens, double optimism) {
   const int n = static_cast<int>(seqs.size());
   DepthChoice c;
   c.depth.assign(n, 0);
@@ -275,6 +281,22 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
   c.expected_tokens = 0;
   for (int i = 0; i < n; ++i) c.expected_tokens += seqs[i]->ExpectedTokens(c.depth[i]);
   rate_of(best, &c.step_s);
+  return c;
+}
+
+}  // namespace
+
+DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
+                         const std::vector<int>& max_depth, int other_tokens, double optimism) {
+  DepthChoice c = Search(costs, seqs, max_depth, other_tokens, 0);
+  const auto drafts = [](const DepthChoice& d) {
+    return std::any_of(d.depth.begin(), d.depth.end(), [](int k) { return k > 0; });
+  };
+  if (optimism <= 0 || drafts(c)) return c;
+  // Exploring: what the optimistic estimates choose, if the plain estimates
+  // say it loses at most kExploreLoss against plain steps.
+  DepthChoice explore = Search(costs, seqs, max_depth, other_tokens, optimism);
+  if (drafts(explore) && explore.predicted_speedup() >= 1 - kExploreLoss) return explore;
   return c;
 }
 

@@ -136,13 +136,14 @@ struct DepthChoice {
 // one is searched exhaustively. other_tokens: prompt tokens in the same
 // step; the decode's time is then a plain step of the sequences alone plus
 // what the draft tokens add to the step (the prompt's share is not theirs).
-// optimism: the search weighs ExpectedTokens(k, optimism), every drafted
-// depth raised by the same bonus, so that a sequence whose acceptance is
-// still uncertain drafts while that might pay (each try narrows the
-// estimate, so the exploration ends by itself where drafts do not pay), at
-// the depth whose plain estimate pays best for the bonus: the shallowest
-// where costs matter. The reported DepthChoice::expected_tokens is the plain
-// estimate.
+// optimism: where the plain estimates choose all-plain, the search runs again
+// weighing ExpectedTokens(k, optimism) (every drafted depth raised by the
+// same bonus), so that a sequence whose acceptance is still uncertain drafts
+// while that might pay; each try narrows the estimate, so the exploration
+// ends by itself where drafts do not pay. That choice stands only if the
+// plain estimates predict it at most 5 % slower than plain: exploring is for
+// drafts that are uncertain, not for those already known to lose. The
+// reported DepthChoice::expected_tokens is the plain estimate.
 DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
                          const std::vector<int>& max_depth, int other_tokens = 0,
                          double optimism = 0);
