@@ -30,10 +30,9 @@ double Typical(std::vector<double> v) {
 
 // A small model's forward takes a fraction of a millisecond, where the
 // fastest of 3 still varies by a third between runs: sizes are run for at
-// least kMinSeconds each, up to kMaxReps times. (3 ms each, 8 rounds of the
-// demo's sizes, took their fastest: t(2) / t(1) on two threads came out
-// 1.21-1.53 between fresh measurements, and at 1.21 auto drafted where
-// drafts lose 10 %.)
+// least kMinSeconds each, up to kMaxReps times: a few rounds, of which the
+// fastest is taken, leave the ratio t(2) / t(1), on which drafting a small
+// model hinges, to chance; tens of rounds give it a median.
 constexpr double kMinSeconds = 0.015;
 constexpr int kMaxReps = 50;
 
@@ -79,9 +78,8 @@ StatusOr<StepCosts> MeasureStepCosts(Engine& engine, Eagle3Head* head, int max_t
   // Rounds over every size (1, 2, 3, ..., 1, 2, 3, ...), the first one
   // untimed: sizes measured one after another each catch a different moment
   // (the first ones the kernels' and the caches' warm-up, a later one another
-  // process), and the ratios t(n) / t(1), on which drafting a small model
-  // hinges, came out anywhere from 1.15 to 1.4 for one machine. Interleaved,
-  // a disturbance falls on every size alike.
+  // process), which moves the ratios t(n) / t(1) the choice hinges on.
+  // Interleaved, a disturbance falls on every size alike.
   std::vector<std::vector<double>> runs(sizes.size());
   Stopwatch spent;
   const double budget = kMinSeconds * static_cast<double>(sizes.size());
@@ -210,7 +208,10 @@ StatusOr<StepCosts> CachedStepCosts(Engine& engine, Eagle3Head* head, int max_to
   std::error_code ec;
   std::filesystem::create_directories(cache_dir, ec);
   std::ofstream out(path + ".tmp");
-  out << nlohmann::json{{"key", key}, {"target", c.target}, {"draft_first", c.draft_first}, {"draft_step", c.draft_step},
+  out << nlohmann::json{{"key", key},
+                        {"target", c.target},
+                        {"draft_first", c.draft_first},
+                        {"draft_step", c.draft_step},
                         {"catch_up", c.catch_up}}.dump();
   out.close();
   if (!out || (std::filesystem::rename(path + ".tmp", path, ec), ec))

@@ -150,9 +150,8 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
 
 // The optimism the scheduler chooses with (standard deviations). A plain
 // step teaches nothing about acceptance, so a chooser without it stays plain
-// wherever the prior (p = 0.5) predicts break-even, though the drafts would
-// pay: the demo pair's chain of one, accepted 65 % of the time, runs 1.06-
-// 1.10x plain, and its prior predicts 1.00x.
+// wherever the prior (p = 0.5), or one early rejection, predicts about
+// break-even, though drafts accepted more often would pay.
 constexpr double kDraftOptimism = 1.5;
 
 // What one sequence drafting a chain of `depth` tokens after a plain stretch

@@ -485,7 +485,8 @@ float LogSumExpImpl(const float* x, int64_t n_elems) {
   if (!std::isfinite(mx)) return mx;  // +inf or NaN dominates; all -inf stays -inf
   const auto vmx = hn::Set(d, mx);
   auto vsum = hn::Zero(d);
-  for (i = 0; i + n <= n_elems; i += n) vsum = hn::Add(vsum, hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmx)));
+  for (i = 0; i + n <= n_elems; i += n)
+    vsum = hn::Add(vsum, hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmx)));
   double sum = hn::GetLane(hn::SumOfLanes(d, vsum));
   for (; i < n_elems; ++i) sum += std::exp(x[i] - mx);
   return mx + static_cast<float>(std::log(sum));
