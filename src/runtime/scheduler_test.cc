@@ -45,6 +45,7 @@ struct Result {
   std::vector<TokenLogprob> logprobs;
   std::string finish_reason;
   int completion_tokens = 0;
+  SequenceStats stats;
 };
 
 Result Drain(RequestStream& s) {
@@ -60,6 +61,7 @@ Result Drain(RequestStream& s) {
     if (d.finished) {
       r.finish_reason = d.finish_reason;
       r.completion_tokens = d.completion_tokens;
+      r.stats = d.stats;
       return r;
     }
   }
@@ -220,6 +222,67 @@ INSTANTIATE_TEST_SUITE_P(Sampling, SchedulerEagle3Test, ::testing::Values(0.f, 1
                          [](const ::testing::TestParamInfo<float>& i) {
                            return std::string(i.param == 0.f ? "Greedy" : "SeededTemperature1");
                          });
+
+// Auto shapes where drafting never pays (verifying n tokens costs n decode
+// steps): sequences take plain steps, one token each, and queue their
+// EAGLE-3 aux rows, and now and then probe with a draft from those rows. In
+// a batch each sequence must find its own rows, at its own token offset, so
+// every request drafts and accepts exactly what it does alone (batch-
+// invariant kernels: the same hidden states alone and batched).
+TEST(SchedulerAutoShapeTest, PlainStepsInABatchFeedTheHeadTheirOwnRows) {
+  const ScopedBatchInvariant invariant;
+  const std::string demo = std::string(SPECD_SOURCE_DIR) + "/models/demo";
+  if (!std::filesystem::exists(demo + "/eagle3/model.safetensors") ||
+      !std::filesystem::exists(demo + "/model.safetensors"))
+    GTEST_SKIP() << "models/demo with its eagle3 head is not present";
+  std::unique_ptr<Communicator> comm = NewLocalCommunicator();
+  RunnerOptions ro;
+  ro.model_path = demo;
+  ro.threads = 2;
+  auto runner = ModelRunner::Create(ro, comm.get());
+  ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+  auto head = Eagle3Head::Create(demo + "/eagle3", (*runner)->model(), ro.load, (*runner)->pool());
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  (*runner)->SetCaptureLayers((*head)->aux_layers());
+  Engine engine(runner->get());
+  // Verifying n tokens costs n decode steps: drafting never pays, and a
+  // probe (a depth-2 draft) waits until its expected loss is 1 % of the plain
+  // steps since the last one, about 126 steps.
+  StepCosts linear;
+  linear.learn = false;
+  for (int n = 1; n <= 64; ++n) linear.target.push_back(1e-3 * n);
+  linear.draft_first = linear.draft_step = 1e-5;
+  engine.set_step_costs(linear);
+  SchedulerOptions o;
+  o.prefill_chunk = 8;
+  o.spec.algorithm = SpecAlgorithm::kEagle3;
+  o.spec.auto_shape = true;
+  std::vector<ServeRequest> reqs;
+  for (int i = 0; i < 4; ++i) {
+    ServeRequest r;
+    for (int k = 0; k < 5 + 3 * i; ++k) r.prompt.push_back(static_cast<int32_t>(40 + 97 * (i + k) % 1900));
+    r.max_tokens = 200;  // within the demo's 256-token context
+    reqs.push_back(r);
+  }
+  std::vector<Result> alone;
+  for (const ServeRequest& r : reqs) {
+    Scheduler s(&engine, nullptr, head->get(), o);  // no acceptance pooled from the others
+    ASSERT_TRUE(s.Start().ok());
+    alone.push_back(RunAll(s, {r})[0]);
+  }
+  Scheduler s(&engine, nullptr, head->get(), o);
+  ASSERT_TRUE(s.Start().ok());
+  const std::vector<Result> batched = RunAll(s, reqs);
+  int probes = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ASSERT_EQ(batched[i].finish_reason, "length") << "request " << i;
+    EXPECT_EQ(batched[i].tokens, alone[i].tokens) << "request " << i;
+    EXPECT_EQ(batched[i].stats.depth_hist, alone[i].stats.depth_hist) << "request " << i;
+    EXPECT_EQ(batched[i].stats.accept_hist, alone[i].stats.accept_hist) << "request " << i;
+    for (size_t d = 1; d < alone[i].stats.depth_hist.size(); ++d) probes += alone[i].stats.depth_hist[d];
+  }
+  EXPECT_EQ(probes, 4) << "each request should probe once";
+}
 
 // A KV cache far smaller than the demand: sequences are preempted and
 // re-prefilled, and every request still gets exactly its tokens.
