@@ -166,12 +166,17 @@ double DepthChoice::predicted_speedup() const {
 namespace {
 
 // ChooseDepths' search, with the sequences' E(k) at the given optimism.
-DepthChoice Search(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
-                   const std::vector<int>& max_depth, int other_tokens, double optimism) {
+// *best_draft: the best rate of a choice that drafts, among those the search
+// weighed, over all-plain's (0 when none was weighed).
+DepthChoice SearchDepths(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
+                         const std::vector<int>& max_depth, int other_tokens, double optimism,
+                         double* best_draft) {
   const int n = static_cast<int>(seqs.size());
   DepthChoice c;
   c.depth.assign(n, 0);
+  *best_draft = 0;
   if (n == 0 || costs.target.empty()) return c;
+  double best_draft_rate = 0;
   // E_i(k) once per sequence and depth, and a choice's sums kept as running
   // totals: a step of 16 sequences searches 2 starts x 2 x 16 x 9
   // candidates, each O(1) (recomputing every sequence's E per candidate cost
@@ -233,6 +238,7 @@ DepthChoice Search(const StepCosts& costs, const std::vector<const AcceptanceMod
         for (int k = 0; k < static_cast<int>(e[i].size()); ++k) {
           const double r =
               rate(e0 + e[i][k], fed0 + k + 1, drafted0 + k, drafting0 + (k > 0), nullptr);
+          if (drafting0 + (k > 0) > 0) best_draft_rate = std::max(best_draft_rate, r);
           // Strictly better only: ties keep the shallower (cheaper to be wrong).
           if (r > best_r * (1 + 1e-9)) {
             best_r = r;
@@ -266,6 +272,7 @@ DepthChoice Search(const StepCosts& costs, const std::vector<const AcceptanceMod
     for (int k = 1; k <= deepest; ++k) {
       for (int i = 0; i < n; ++i) depth[i] = std::min(k, static_cast<int>(e[i].size()) - 1);
       Search s = start_at(depth);
+      best_draft_rate = std::max(best_draft_rate, s.rate);
       if (s.rate > uniform.rate) uniform = std::move(s);
     }
     if (uniform.rate > plain.rate) {
@@ -273,6 +280,7 @@ DepthChoice Search(const StepCosts& costs, const std::vector<const AcceptanceMod
       if (s.rate > best.rate) best = std::move(s);
     }
   }
+  *best_draft = std::max(best_draft_rate, best.drafting > 0 ? best.rate : 0.0) / plain.rate;
   // Drafting must win by kMargin over all-plain: near break-even the
   // estimates' errors decide, and a wrong draft costs more than a missed one.
   // (Judged on the whole batch: one sequence's share of a gain may be small.)
@@ -288,14 +296,18 @@ DepthChoice Search(const StepCosts& costs, const std::vector<const AcceptanceMod
 
 DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
                          const std::vector<int>& max_depth, int other_tokens, double optimism) {
-  DepthChoice c = Search(costs, seqs, max_depth, other_tokens, 0);
+  double best_draft = 0;
+  DepthChoice c = SearchDepths(costs, seqs, max_depth, other_tokens, 0, &best_draft);
   const auto drafts = [](const DepthChoice& d) {
     return std::any_of(d.depth.begin(), d.depth.end(), [](int k) { return k > 0; });
   };
-  if (optimism <= 0 || drafts(c)) return c;
   // Exploring: what the optimistic estimates choose, if the plain estimates
-  // say it loses at most kExploreLoss against plain steps.
-  DepthChoice explore = Search(costs, seqs, max_depth, other_tokens, optimism);
+  // say it loses at most kExploreLoss against plain steps. Where no draft the
+  // search weighed came that close, none will (a plain step, the common case
+  // where drafts do not pay, runs one search).
+  if (optimism <= 0 || drafts(c) || best_draft < 1 - kExploreLoss) return c;
+  double unused;
+  DepthChoice explore = SearchDepths(costs, seqs, max_depth, other_tokens, optimism, &unused);
   if (drafts(explore) && explore.predicted_speedup() >= 1 - kExploreLoss) return explore;
   return c;
 }
