@@ -152,7 +152,8 @@ TEST_F(TpServeTest, RankKilledMidStreamEndsItWithErrorEventAndExits) {
   std::string sse = Stream(s.port(), 2000, nullptr);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(secs, 20.0);  // did not hang
-  EXPECT_NE(sse.find("\"choices\""), std::string::npos) << "no token before the kill";
+  EXPECT_NE(sse.find("\"choices\""), std::string::npos)
+      << "no token before the kill: " << sse.substr(0, 2000) << "\n" << s.log();
   EXPECT_NE(sse.find("data: {\"error\""), std::string::npos) << sse.substr(0, 2000);
   EXPECT_NE(sse.find("data: [DONE]"), std::string::npos) << sse.substr(0, 2000);
   EXPECT_EQ(s.Wait(20), 1) << s.log();

@@ -24,7 +24,11 @@
 //  - loading / failed / stopping: /health 503 {"status": "loading" |
 //    "failed" | "stopping"}, other requests 503 with an error JSON.
 // When the upstream connection breaks before the supervisor has said why, the
-// response waits up to upstream_lost_wait_s for GroupFailed's cause.
+// response waits up to upstream_lost_wait_s for GroupFailed's cause. When the
+// cause comes first, a response still open to rank 0 gets up to
+// kFailedUpstreamGrace for what rank 0 had sent (the tokens decided before
+// the failure, then rank 0's own error event) before the proxy ends it with
+// the cause; a broken connection ends it at once.
 //
 // Limits of its own, as the server's front end (http/listen_options.h): the
 // request head must arrive whole within header_timeout_s of the connection
@@ -121,7 +125,9 @@ class ServeProxy {
   void FreeConn(Conn* c);
   void DetachUpstream(Conn* c);
   void ArmDeadline(Conn* c, double seconds);
+  // Ends responses in flight at a group failure (see the class comment).
   void FailInFlight(const std::string& cause);
+  static constexpr double kFailedUpstreamGrace = 0.5;
 
   // Upstream callbacks (evhttp).
   static int OnUpstreamHead(evhttp_request* req, void* arg);

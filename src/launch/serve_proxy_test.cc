@@ -241,6 +241,26 @@ TEST_F(ServeProxyTest, GroupFailureEndsOpenStreamsWithErrorEventAndDone) {
   EXPECT_NE(got.find(" 503 {\"error\":{\"code\":\"rank_failed\""), std::string::npos) << got;
 }
 
+// The supervisor's cause can arrive before the proxy has read what rank 0
+// sent: a stream still open to rank 0 gets its remaining bytes through.
+TEST_F(ServeProxyTest, GroupFailureLetsRank0FinishWhatItHadSent) {
+  FakeRank0 up;
+  proxy_->SetUpstream(up.port);
+  std::atomic<bool> first{false};
+  auto f = Stream([&] { first = true; });
+  bool failed = false;
+  const std::string sse = Pump(f, [&] {
+    if (first && !failed) {
+      failed = true;
+      proxy_->GroupFailed("rank 1 died: killed by signal 9 (SIGKILL)", false);
+      up.release = true;  // rank 0 sends the rest and ends the response
+    }
+  });
+  EXPECT_NE(sse.find("\"b\""), std::string::npos) << sse;
+  EXPECT_NE(sse.find("data: [DONE]\n\n"), std::string::npos) << sse;
+  EXPECT_EQ(sse.find("rank 1 died"), std::string::npos) << "rank 0's own end, not the proxy's";
+}
+
 TEST_F(ServeProxyTest, BrokenUpstreamWaitsForTheSupervisorsCause) {
   FakeRank0 up;
   up.cut_stream = true;

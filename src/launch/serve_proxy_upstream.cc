@@ -194,6 +194,10 @@ void ServeProxy::DetachUpstream(Conn* c) {
 }
 
 void ServeProxy::FinishResponse(Conn* c) {
+  if (c->lost_timer != nullptr) {  // rank 0 ended it within the failure's grace
+    event_free(c->lost_timer);
+    c->lost_timer = nullptr;
+  }
   if (c->chunked_out) bufferevent_write(c->bev, "0\r\n\r\n", 5);
   if (!c->keep_alive) return CloseAfterWrite(c);
   c->state = Conn::kHead;
@@ -227,7 +231,25 @@ void ServeProxy::FailInFlight(const std::string& cause) {
   std::vector<Conn*> active;
   for (Conn* c : conns_)
     if (c->state == Conn::kUpstream) active.push_back(c);
-  for (Conn* c : active) FailResponse(c, cause);
+  for (Conn* c : active) {
+    if (c->up == nullptr || c->lost_timer != nullptr) {
+      FailResponse(c, cause);
+      continue;
+    }
+    // Rank 0 may still be sending what it decided before the failure (tokens
+    // already in its socket, then its own error event): the response gets
+    // kFailedUpstreamGrace to arrive and end before the proxy ends it.
+    c->lost_why = cause;
+    c->lost_timer = evtimer_new(
+        base_,
+        [](evutil_socket_t, short, void* arg) {
+          auto* c = static_cast<Conn*>(arg);
+          c->proxy->FailResponse(c, c->lost_why);
+        },
+        c);
+    timeval tv = Tv(kFailedUpstreamGrace);
+    evtimer_add(c->lost_timer, &tv);
+  }
 }
 
 }  // namespace specd::launch
