@@ -134,6 +134,9 @@ class ServeProxy {
   static void OnUpstreamChunk(evhttp_request* req, void* arg);
   static void OnUpstreamDone(evhttp_request* req, void* arg);
   void UpstreamLost(Conn* c, const std::string& why);
+  // FailResponse(c, why) after `seconds`, unless the response ends first
+  // (FinishResponse or FailResponse free the timer).
+  void ArmFailTimer(Conn* c, const std::string& why, double seconds);
 
   ServeProxyOptions options_;
   event_base* base_ = nullptr;

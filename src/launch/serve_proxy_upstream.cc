@@ -163,8 +163,12 @@ void ServeProxy::UpstreamLost(Conn* c, const std::string& why) {
   if (state_ == State::kRecovering || state_ == State::kFailed) return FailResponse(c, cause_);
   // The supervisor usually learns why within milliseconds (SIGCHLD): wait for
   // GroupFailed to name the cause, else say what the proxy saw.
-  c->lost_why = why;
   c->state = Conn::kUpstream;
+  ArmFailTimer(c, why, options_.upstream_lost_wait_s);
+}
+
+void ServeProxy::ArmFailTimer(Conn* c, const std::string& why, double seconds) {
+  c->lost_why = why;
   c->lost_timer = evtimer_new(
       base_,
       [](evutil_socket_t, short, void* arg) {
@@ -172,7 +176,7 @@ void ServeProxy::UpstreamLost(Conn* c, const std::string& why) {
         c->proxy->FailResponse(c, c->lost_why);
       },
       c);
-  timeval tv = Tv(options_.upstream_lost_wait_s);
+  timeval tv = Tv(seconds);
   evtimer_add(c->lost_timer, &tv);
 }
 
@@ -239,16 +243,7 @@ void ServeProxy::FailInFlight(const std::string& cause) {
     // Rank 0 may still be sending what it decided before the failure (tokens
     // already in its socket, then its own error event): the response gets
     // kFailedUpstreamGrace to arrive and end before the proxy ends it.
-    c->lost_why = cause;
-    c->lost_timer = evtimer_new(
-        base_,
-        [](evutil_socket_t, short, void* arg) {
-          auto* c = static_cast<Conn*>(arg);
-          c->proxy->FailResponse(c, c->lost_why);
-        },
-        c);
-    timeval tv = Tv(kFailedUpstreamGrace);
-    evtimer_add(c->lost_timer, &tv);
+    ArmFailTimer(c, cause, kFailedUpstreamGrace);
   }
 }
 

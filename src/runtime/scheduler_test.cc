@@ -169,22 +169,48 @@ struct ScopedBatchInvariant {
   bool was;
 };
 
+// The demo model and its trained EAGLE-3 head (two threads, capture layers
+// set); `missing` says why not when the files are absent.
+struct DemoEagleRig {
+  std::unique_ptr<Communicator> comm = NewLocalCommunicator();
+  std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<Eagle3Head> head;
+  std::unique_ptr<Engine> engine;
+  std::string missing;
+
+  DemoEagleRig() {
+    const std::string demo = std::string(SPECD_SOURCE_DIR) + "/models/demo";
+    if (!std::filesystem::exists(demo + "/eagle3/model.safetensors") ||
+        !std::filesystem::exists(demo + "/model.safetensors")) {
+      missing = "models/demo with its eagle3 head is not present";
+      return;
+    }
+    RunnerOptions ro;
+    ro.model_path = demo;
+    ro.threads = 2;
+    auto r = ModelRunner::Create(ro, comm.get());
+    if (!r.ok()) {
+      ADD_FAILURE() << r.status().ToString();
+      return;
+    }
+    runner = std::move(r).value();
+    auto h = Eagle3Head::Create(demo + "/eagle3", runner->model(), ro.load, runner->pool());
+    if (!h.ok()) {
+      ADD_FAILURE() << h.status().ToString();
+      return;
+    }
+    head = std::move(h).value();
+    runner->SetCaptureLayers(head->aux_layers());
+    engine = std::make_unique<Engine>(runner.get());
+  }
+};
+
 TEST_P(SchedulerEagle3Test, BatchedEqualsAloneAndPlain) {
   const ScopedBatchInvariant invariant;
-  const std::string demo = std::string(SPECD_SOURCE_DIR) + "/models/demo";
-  if (!std::filesystem::exists(demo + "/eagle3/model.safetensors") ||
-      !std::filesystem::exists(demo + "/model.safetensors"))
-    GTEST_SKIP() << "models/demo with its eagle3 head is not present";
-  std::unique_ptr<Communicator> comm = NewLocalCommunicator();
-  RunnerOptions ro;
-  ro.model_path = demo;
-  ro.threads = 2;
-  auto runner = ModelRunner::Create(ro, comm.get());
-  ASSERT_TRUE(runner.ok()) << runner.status().ToString();
-  auto head = Eagle3Head::Create(demo + "/eagle3", (*runner)->model(), ro.load, (*runner)->pool());
-  ASSERT_TRUE(head.ok()) << head.status().ToString();
-  (*runner)->SetCaptureLayers((*head)->aux_layers());
-  Engine engine(runner->get());
+  DemoEagleRig rig;
+  if (!rig.missing.empty()) GTEST_SKIP() << rig.missing;
+  ASSERT_NE(rig.engine, nullptr);
+  Engine& engine = *rig.engine;
   SchedulerOptions o;
   o.prefill_chunk = 8;
   o.spec.algorithm = SpecAlgorithm::kEagle3;
@@ -194,7 +220,7 @@ TEST_P(SchedulerEagle3Test, BatchedEqualsAloneAndPlain) {
   const std::vector<ServeRequest> reqs = MakeRequests(16, 20, GetParam());
   std::vector<Result> alone;
   {
-    Scheduler s(&engine, nullptr, head->get(), o);
+    Scheduler s(&engine, nullptr, rig.head.get(), o);
     ASSERT_TRUE(s.Start().ok());
     for (const ServeRequest& r : reqs) alone.push_back(RunAll(s, {r})[0]);
   }
@@ -203,7 +229,7 @@ TEST_P(SchedulerEagle3Test, BatchedEqualsAloneAndPlain) {
               ReferenceDecode(engine, reqs[i].prompt, reqs[i].max_tokens, reqs[i].sampling))
         << "request " << i;
   }
-  Scheduler s(&engine, nullptr, head->get(), o);
+  Scheduler s(&engine, nullptr, rig.head.get(), o);
   ASSERT_TRUE(s.Start().ok());
   std::vector<Result> batched = RunAll(s, reqs);
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -231,20 +257,10 @@ INSTANTIATE_TEST_SUITE_P(Sampling, SchedulerEagle3Test, ::testing::Values(0.f, 1
 // invariant kernels: the same hidden states alone and batched).
 TEST(SchedulerAutoShapeTest, PlainStepsInABatchFeedTheHeadTheirOwnRows) {
   const ScopedBatchInvariant invariant;
-  const std::string demo = std::string(SPECD_SOURCE_DIR) + "/models/demo";
-  if (!std::filesystem::exists(demo + "/eagle3/model.safetensors") ||
-      !std::filesystem::exists(demo + "/model.safetensors"))
-    GTEST_SKIP() << "models/demo with its eagle3 head is not present";
-  std::unique_ptr<Communicator> comm = NewLocalCommunicator();
-  RunnerOptions ro;
-  ro.model_path = demo;
-  ro.threads = 2;
-  auto runner = ModelRunner::Create(ro, comm.get());
-  ASSERT_TRUE(runner.ok()) << runner.status().ToString();
-  auto head = Eagle3Head::Create(demo + "/eagle3", (*runner)->model(), ro.load, (*runner)->pool());
-  ASSERT_TRUE(head.ok()) << head.status().ToString();
-  (*runner)->SetCaptureLayers((*head)->aux_layers());
-  Engine engine(runner->get());
+  DemoEagleRig rig;
+  if (!rig.missing.empty()) GTEST_SKIP() << rig.missing;
+  ASSERT_NE(rig.engine, nullptr);
+  Engine& engine = *rig.engine;
   // Verifying n tokens costs n decode steps: drafting never pays, and a
   // probe (a depth-2 draft) waits until its expected loss is 1 % of the plain
   // steps since the last one, about 126 steps.
@@ -266,11 +282,11 @@ TEST(SchedulerAutoShapeTest, PlainStepsInABatchFeedTheHeadTheirOwnRows) {
   }
   std::vector<Result> alone;
   for (const ServeRequest& r : reqs) {
-    Scheduler s(&engine, nullptr, head->get(), o);  // no acceptance pooled from the others
+    Scheduler s(&engine, nullptr, rig.head.get(), o);  // no acceptance pooled from the others
     ASSERT_TRUE(s.Start().ok());
     alone.push_back(RunAll(s, {r})[0]);
   }
-  Scheduler s(&engine, nullptr, head->get(), o);
+  Scheduler s(&engine, nullptr, rig.head.get(), o);
   ASSERT_TRUE(s.Start().ok());
   const std::vector<Result> batched = RunAll(s, reqs);
   int probes = 0;

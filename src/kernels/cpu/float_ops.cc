@@ -443,8 +443,8 @@ void SwiGLUImpl(const float* gate, const float* up, int64_t n_elems, float* out)
   }
 }
 
-void SoftmaxImpl(float* x, int64_t n_elems) {
-  if (n_elems <= 0) return;
+// The largest of n_elems >= 1 values.
+float MaxImpl(const float* x, int64_t n_elems) {
   const DF d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
   float mx = x[0];
@@ -455,6 +455,15 @@ void SoftmaxImpl(float* x, int64_t n_elems) {
     mx = hn::GetLane(hn::MaxOfLanes(d, vm));
   }
   for (; i < n_elems; ++i) mx = std::max(mx, x[i]);
+  return mx;
+}
+
+void SoftmaxImpl(float* x, int64_t n_elems) {
+  if (n_elems <= 0) return;
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  const float mx = MaxImpl(x, n_elems);
+  int64_t i = 0;
   const auto vmx = hn::Set(d, mx);
   auto vsum = hn::Zero(d);
   for (i = 0; i + n <= n_elems; i += n) {
@@ -474,15 +483,9 @@ float LogSumExpImpl(const float* x, int64_t n_elems) {
   if (n_elems <= 0) return -std::numeric_limits<float>::infinity();
   const DF d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
-  float mx = x[0];
-  int64_t i = 0;
-  if (n_elems >= n) {
-    auto vm = hn::LoadU(d, x);
-    for (i = n; i + n <= n_elems; i += n) vm = hn::Max(vm, hn::LoadU(d, x + i));
-    mx = hn::GetLane(hn::MaxOfLanes(d, vm));
-  }
-  for (; i < n_elems; ++i) mx = std::max(mx, x[i]);
+  const float mx = MaxImpl(x, n_elems);
   if (!std::isfinite(mx)) return mx;  // +inf or NaN dominates; all -inf stays -inf
+  int64_t i = 0;
   const auto vmx = hn::Set(d, mx);
   auto vsum = hn::Zero(d);
   for (i = 0; i + n <= n_elems; i += n)
@@ -497,14 +500,8 @@ int64_t ArgmaxImpl(const float* x, int64_t n_elems) {
   const DF d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
   // Pass 1: the maximum; pass 2: its first index (ties -> lowest index).
-  float mx = x[0];
+  const float mx = MaxImpl(x, n_elems);
   int64_t i = 0;
-  if (n_elems >= n) {
-    auto vm = hn::LoadU(d, x);
-    for (i = n; i + n <= n_elems; i += n) vm = hn::Max(vm, hn::LoadU(d, x + i));
-    mx = hn::GetLane(hn::MaxOfLanes(d, vm));
-  }
-  for (; i < n_elems; ++i) mx = std::max(mx, x[i]);
   const auto vmx = hn::Set(d, mx);
   for (i = 0; i + n <= n_elems; i += n) {
     if (!hn::AllFalse(d, hn::Eq(hn::LoadU(d, x + i), vmx))) break;
