@@ -236,6 +236,50 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_MatMul)->Apply(MatMulArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
+// Q4_0 repacked into 16-row groups (RepackForMatMul), the same shapes as
+// BM_MatMul's q4_0 rows: compare with BM_MatMul/dtype:4.
+void BM_MatMulQ4Rows16(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1);
+  const int n_tokens = static_cast<int>(state.range(2));
+  const int threads = static_cast<int>(state.range(3));
+  std::vector<uint8_t> bytes = Weights(DType::kQ4_0, rows, cols);
+  TensorView w;
+  w.name = "bench";
+  w.dtype = DType::kQ4_0;
+  w.shape = {rows, cols};
+  w.nbytes = bytes.size();
+  SetRepackQ4_0(true);
+  if (!RepackForMatMul(&w, bytes.data())) {
+    state.SkipWithError("not repackable");
+    return;
+  }
+  std::vector<float> x(n_tokens * cols), y(n_tokens * rows);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  for (auto& v : x) v = dist(rng);
+  ThreadPool* pool = Pool(threads);
+  for (auto _ : state) {
+    MatMul(w, x.data(), n_tokens, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel("q4_0 rows16 " + std::to_string(rows) + "x" + std::to_string(cols) +
+                 " tok=" + std::to_string(n_tokens) + " thr=" + std::to_string(threads) +
+                 " q=" + QuantDotIsaName(ActiveQuantDotIsa()));
+  state.counters["weight_GBps"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * bytes.size() / 1e9, benchmark::Counter::kIsRate);
+}
+void Rows16Args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "tok", "thr"});
+  for (auto [rows, cols] :
+       {std::pair{512, 2048}, {2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}}) {
+    for (int tok : {1, 2, 4, 8, 12, 16, 64}) {
+      for (int thr : {1, 2}) b->Args({rows, cols, tok, thr});
+    }
+  }
+  for (int thr : {1, 2}) b->Args({16384, 8192, 1, thr});
+}
+BENCHMARK(BM_MatMulQ4Rows16)->Apply(Rows16Args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
 // -------------------------------------------------------------- thread pool
 
 void BM_ThreadPoolRun(benchmark::State& state) {

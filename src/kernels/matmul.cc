@@ -27,6 +27,7 @@
 #include "kernels/cpu/bf16_avx512.h"
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/int4_kernels.h"
+#include "kernels/cpu/q4_0_rows16.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
@@ -53,6 +54,7 @@ struct ActScratch {
   std::vector<float> quad_d;
   std::vector<int32_t> gemv_corr;
   std::vector<int8_t> stream_qs;
+  std::vector<int32_t> csum;
 };
 
 ActScratch& Scratch() {
@@ -76,6 +78,9 @@ bool BatchInvariantFromEnv() {
           "SPECD_DETERMINISTIC='" + *env + "' is not 0 or 1: ignored");
   return false;
 }
+// -1: auto (on for the AVX512-VNNI path without AMX), 0 off, 1 on.
+std::atomic<int> g_repack{-1};
+
 // -1: not read from the environment yet (read on first use, not during
 // static initialization, so LogOnce is ready).
 std::atomic<int> g_batch_invariant{-1};
@@ -100,6 +105,11 @@ void RunRows(int64_t n_out, int64_t macs_per_row, ThreadPool* pool,
   }
   if (g_split.load(std::memory_order_relaxed) == MatMulSplit::kDynamic) {
     pool->ParallelForDynamic(n_out, align, body);
+  } else if (align > kRowAlign) {
+    // Kernels that need whole groups of `align` rows get whole groups.
+    pool->ParallelFor((n_out + align - 1) / align, [&](int64_t g0, int64_t g1) {
+      body(g0 * align, std::min(g1 * align, n_out));
+    });
   } else {
     pool->ParallelFor(n_out, body);
   }
@@ -117,8 +127,57 @@ void FillNaN(float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::numeric_limits<float>::quiet_NaN();
 }
 
+// Q4_0 in 16-row groups (cpu/q4_0_rows16.h): the AVX512-VNNI kernel when
+// that path is active, else the portable one. REQUIRES: row_begin and n_out
+// multiples of 16.
+void Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
+                  int n_tokens, float* y, ThreadPool* pool) {
+  const cpu::QuantKernelTable* table = cpu::GetQuantKernels(ActiveQuantDotIsa());
+  const int64_t k = w.cols();
+  const int64_t nb = k / kQuantBlock;
+  ActScratch& s = Scratch();
+  s.qs.resize(static_cast<size_t>(n_tokens * k));
+  s.d.resize(static_cast<size_t>(n_tokens * nb));
+  s.corr.resize(static_cast<size_t>(n_tokens * nb * 8));
+  s.csum.resize(static_cast<size_t>(n_tokens * nb));
+  RunTokens(n_tokens, pool, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      table->quantize(x + t * k, k, 8, s.qs.data() + t * k, s.d.data() + t * nb,
+                      s.corr.data() + t * nb * 8);
+      for (int64_t b = t * nb; b < (t + 1) * nb; ++b) {
+        int32_t sum = 0;
+        for (int l = 0; l < 8; ++l) sum += s.corr[b * 8 + l];
+        s.csum[b] = sum;
+      }
+    }
+  });
+  cpu::QuantizedActs acts;
+  acts.n_tokens = n_tokens;
+  acts.k = k;
+  acts.nb = nb;
+  acts.qs = s.qs.data();
+  acts.d = s.d.data();
+  acts.corr = s.corr.data();
+  cpu::Rows16Fn fn = ActiveQuantDotIsa() == QuantDotIsa::kAvx512Vnni && cpu::Rows16Q4Avx512()
+                         ? cpu::Rows16Q4Avx512()
+                         : cpu::Rows16Q4Scalar;
+  const size_t group_bytes = cpu::Rows16GroupBytes(nb);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  RunRows(
+      n_out, k * n_tokens, pool,
+      [&](int64_t r0, int64_t r1) {
+        fn(base + (row_begin + r0) / cpu::kRows16 * group_bytes, (r1 - r0) / cpu::kRows16, acts,
+           s.csum.data(), y + r0, n_out);
+      },
+      cpu::kRows16);
+}
+
 void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
                      int n_tokens, float* y, ThreadPool* pool) {
+  if (w.layout == WeightLayout::kQ4_0Rows16) {
+    Rows16MatMul(w, row_begin, n_out, x, n_tokens, y, pool);
+    return;
+  }
   const cpu::QuantKernelTable* table = cpu::GetQuantKernels(ActiveQuantDotIsa());
   const bool q4 = w.dtype == DType::kQ4_0;
   const int corr_offset = q4 ? table->q4_0_corr_offset : table->q8_0_corr_offset;
@@ -304,6 +363,29 @@ void SetBatchInvariant(bool on) { g_batch_invariant.store(on ? 1 : 0, std::memor
 int StreamPrefetchBytes() { return g_stream_prefetch.load(std::memory_order_relaxed); }
 void SetStreamPrefetchBytes(int bytes) {
   g_stream_prefetch.store(std::max(0, bytes), std::memory_order_relaxed);
+}
+
+bool RepackQ4_0Enabled() {
+  const int v = g_repack.load(std::memory_order_relaxed);
+  if (v >= 0) return v == 1;
+  EnsureKernelPathsInitialized();
+  return ActiveQuantDotIsa() == QuantDotIsa::kAvx512Vnni && !AmxActive() &&
+         cpu::Rows16Q4Avx512() != nullptr;
+}
+void SetRepackQ4_0(bool on) { g_repack.store(on ? 1 : 0, std::memory_order_relaxed); }
+void ResetRepackQ4_0() { g_repack.store(-1, std::memory_order_relaxed); }
+
+bool WantsRepackForMatMul(const TensorView& w) {
+  return w.dtype == DType::kQ4_0 && w.shape.size() == 2 && w.layout == WeightLayout::kRows &&
+         w.rows() % cpu::kRows16 == 0 && w.cols() % kQuantBlock == 0 && RepackQ4_0Enabled();
+}
+
+bool RepackForMatMul(TensorView* w, uint8_t* data) {
+  if (!WantsRepackForMatMul(*w)) return false;
+  cpu::RepackQ4_0Rows16(data, w->rows(), w->cols() / kQuantBlock);
+  w->data = data;
+  w->layout = WeightLayout::kQ4_0Rows16;
+  return true;
 }
 
 void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,

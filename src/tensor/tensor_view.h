@@ -14,12 +14,20 @@
 
 namespace specd {
 
+// How a matrix's bytes are arranged. kRows: the file's row-major rows (row()
+// addresses them). kQ4_0Rows16: Q4_0 rows repacked at load in interleaved
+// groups of 16 (kernels::RepackForMatMul; kernels/cpu/q4_0_rows16.h), the
+// same bytes in all; only kernels::MatMul / MatMulRows at rows that are
+// multiples of 16 read it, and row() does not address a row.
+enum class WeightLayout : uint8_t { kRows, kQ4_0Rows16 };
+
 struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
   const void* data = nullptr;  // not owned
   size_t nbytes = 0;
+  WeightLayout layout = WeightLayout::kRows;
 
   int64_t numel() const {
     int64_t n = 1;

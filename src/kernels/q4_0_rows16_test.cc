@@ -1,0 +1,138 @@
+// Q4_0 matrices repacked into 16-row groups (RepackForMatMul): on every
+// quantized path this CPU runs, MatMul over the repacked bytes equals the
+// summation-order reference over the original GGUF rows bit for bit.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/reference.h"
+#include "kernels/dispatch.h"
+#include "kernels/ops.h"
+#include "kernels/thread_pool.h"
+
+namespace specd::kernels {
+namespace {
+
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+};
+
+Matrix MakeQ4(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  Matrix m;
+  const size_t row_bytes = RowBytes(DType::kQ4_0, cols);
+  m.bytes.resize(row_bytes * rows);
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = dist(rng) * 0.02f * (1 + r % 7);
+    QuantizeRow(DType::kQ4_0, row.data(), m.bytes.data() + r * row_bytes, cols);
+  }
+  m.view.name = "test.q4_0";
+  m.view.dtype = DType::kQ4_0;
+  m.view.shape = {rows, cols};
+  m.view.data = m.bytes.data();
+  m.view.nbytes = m.bytes.size();
+  return m;
+}
+
+std::vector<float> MakeActs(int n_tokens, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> x(n_tokens * cols);
+  for (auto& v : x) v = dist(rng);
+  for (int t = 0; t < n_tokens; ++t) x[t * cols + (t * 37) % cols] *= 20.f;
+  return x;
+}
+
+class Rows16Test : public testing::TestWithParam<QuantDotIsa> {
+ protected:
+  void SetUp() override {
+    if (!SetQuantDotIsa(GetParam())) {
+      GTEST_SKIP() << "not supported: this CPU lacks " << QuantDotIsaName(GetParam())
+                   << " (flags: " << GetCpuFeatures().FlagString() << ")";
+    }
+    SetRepackQ4_0(true);
+  }
+  void TearDown() override {
+    SetQuantDotIsa(GetKernelPaths().quant_dot);
+    SetMatMulSplit(MatMulSplit::kDynamic);
+    ResetRepackQ4_0();
+  }
+};
+
+TEST_P(Rows16Test, EqualsSummationOrderReferenceBitwise) {
+  ThreadPool pool(3);
+  for (MatMulSplit split : {MatMulSplit::kDynamic, MatMulSplit::kStatic}) {
+    SetMatMulSplit(split);
+    for (int64_t cols : {32, 96, 160, 2048}) {
+      for (int64_t rows : {16, 48, 112}) {
+        Matrix m = MakeQ4(rows, cols, static_cast<uint32_t>(rows * 7 + cols));
+        TensorView orig = m.view;
+        std::vector<uint8_t> orig_bytes = m.bytes;
+        orig.data = orig_bytes.data();
+        ASSERT_TRUE(RepackForMatMul(&m.view, m.bytes.data()));
+        ASSERT_EQ(m.view.layout, WeightLayout::kQ4_0Rows16);
+        ASSERT_NE(m.bytes, orig_bytes);
+        for (int n_tokens : {1, 2, 3, 4, 5, 8, 9, 16}) {
+          SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
+                       " n_tokens=" + std::to_string(n_tokens) +
+                       (split == MatMulSplit::kStatic ? " static" : " dynamic"));
+          std::vector<float> x = MakeActs(n_tokens, cols, static_cast<uint32_t>(n_tokens + cols));
+          std::vector<float> y(n_tokens * rows), y_pool(n_tokens * rows), y_ref(n_tokens * rows);
+          MatMul(m.view, x.data(), n_tokens, y.data(), nullptr);
+          MatMul(m.view, x.data(), n_tokens, y_pool.data(), &pool);
+          ref::MatMulQuantizedActsInOrder(orig, 0, rows, x.data(), n_tokens, y_ref.data());
+          for (size_t i = 0; i < y.size(); ++i) {
+            ASSERT_EQ(y[i], y_ref[i]) << "t=" << i / rows << " r=" << i % rows;
+            ASSERT_EQ(y_pool[i], y_ref[i]) << "t=" << i / rows << " r=" << i % rows;
+          }
+          // Rows [16, rows - 16) of the repacked matrix (a vocab-parallel
+          // head's range).
+          if (rows >= 48) {
+            const int64_t n = rows - 32;
+            std::vector<float> ys(n_tokens * n), ys_ref(n_tokens * n);
+            MatMulRows(m.view, 16, rows - 16, x.data(), n_tokens, ys.data(), &pool);
+            ref::MatMulQuantizedActsInOrder(orig, 16, rows - 16, x.data(), n_tokens, ys_ref.data());
+            ASSERT_EQ(ys, ys_ref);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(Rows16Test, RepacksOnlyWhatItCanRead) {
+  Matrix odd_rows = MakeQ4(40, 64, 1);
+  EXPECT_FALSE(RepackForMatMul(&odd_rows.view, odd_rows.bytes.data()));
+  EXPECT_EQ(odd_rows.view.layout, WeightLayout::kRows);
+
+  Matrix q4 = MakeQ4(32, 64, 2);
+  TensorView q8 = q4.view;
+  q8.dtype = DType::kQ8_0;
+  q8.shape = {16, 64};
+  EXPECT_FALSE(RepackForMatMul(&q8, q4.bytes.data()));
+
+  ASSERT_TRUE(RepackForMatMul(&q4.view, q4.bytes.data()));
+  const std::vector<uint8_t> once = q4.bytes;
+  EXPECT_FALSE(RepackForMatMul(&q4.view, q4.bytes.data())) << "repacked twice";
+  EXPECT_EQ(q4.bytes, once);
+
+  SetRepackQ4_0(false);
+  Matrix off = MakeQ4(32, 64, 3);
+  EXPECT_FALSE(WantsRepackForMatMul(off.view));
+  EXPECT_FALSE(RepackForMatMul(&off.view, off.bytes.data()));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPaths, Rows16Test,
+                         testing::Values(QuantDotIsa::kScalar, QuantDotIsa::kAvx2,
+                                         QuantDotIsa::kAvxVnni, QuantDotIsa::kAvx512Vnni),
+                         [](const testing::TestParamInfo<QuantDotIsa>& info) {
+                           return std::string(QuantDotIsaName(info.param));
+                         });
+
+}  // namespace
+}  // namespace specd::kernels
