@@ -28,6 +28,7 @@ struct EngineFlags {
   bool no_stream_decode = false;
   std::string stream_prefetch = "auto";  // auto, on or off
   bool no_amx = false;
+  bool no_repack = false;
   int tp = 1;
 };
 

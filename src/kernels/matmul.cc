@@ -158,6 +158,7 @@ void Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const f
   acts.qs = s.qs.data();
   acts.d = s.d.data();
   acts.corr = s.corr.data();
+  acts.prefetch_rows = g_prefetch.load(std::memory_order_relaxed) ? 1 : 0;
   cpu::Rows16Fn fn = ActiveQuantDotIsa() == QuantDotIsa::kAvx512Vnni && cpu::Rows16Q4Avx512()
                          ? cpu::Rows16Q4Avx512()
                          : cpu::Rows16Q4Scalar;

@@ -11,6 +11,7 @@
 // so later reads can never go out of bounds); nbytes == rows * row_bytes.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,6 +38,14 @@ struct LoadOptions {
   // NaN/Inf scan of the file's values (loader/tensor_check.h); the byte
   // ranges are always checked for overlap.
   CheckTensors check_tensors = CheckTensors::kDefault;
+  // Rearranges a matmul weight's bytes in place into the layout its kernels
+  // read fastest and sets its TensorView::layout, or returns false and leaves
+  // it (kernels::RepackForMatMul); with null bytes (mmap-ed, read-only) it
+  // only says whether it would have. Null function: no repacking. Applied after
+  // `quantize` to the linear layers' weights ("*_proj.weight") and an untied
+  // "lm_head.weight" held in anonymous memory: not to mmap-ed bytes, nor to
+  // a tied head, whose rows the embedding lookup reads.
+  std::function<bool(TensorView*, uint8_t*)> repack_for_matmul;
 };
 
 // Tokenizer data found inside a GGUF file (tokenizer.ggml.*); empty for

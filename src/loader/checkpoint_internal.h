@@ -24,6 +24,9 @@ class CheckpointBuilder : public Checkpoint {
   }
   // Keeps a buffer (quantize-on-load) alive for as long as the checkpoint.
   void AddOwned(std::vector<uint8_t> bytes) { owned_.push_back(std::move(bytes)); }
+  // The writable bytes of `t` when the checkpoint owns them in anonymous
+  // memory (a --no-mmap file or a quantize-on-load copy); null when mmap-ed.
+  uint8_t* WritableBytes(const TensorView& t);
 };
 
 // Format readers used by OpenCheckpoint: a resolved safetensors folder
@@ -36,5 +39,9 @@ StatusOr<std::unique_ptr<CheckpointBuilder>> OpenGgufFile(const std::string& ggu
 // Replaces every float matrix whose rows are whole 32-element blocks by a
 // Q8_0/Q4_0 copy (LoadOptions::quantize).
 Status QuantizeOnLoad(CheckpointBuilder& ck, DType dtype);
+
+// Applies LoadOptions::repack_for_matmul to the linear layers' weights and an
+// untied LM head that the checkpoint holds in writable memory.
+void RepackOnLoad(CheckpointBuilder& ck, const LoadOptions& options);
 
 }  // namespace specd

@@ -33,6 +33,13 @@ Status BindLinear(const Checkpoint& ck, const std::string& name, int64_t out_ful
     return UnsupportedError(fmt::format("{}: weight {} has dtype {}, expected a float or Q8_0/Q4_0",
                                         ck.path(), name, DTypeName(w.dtype)));
   }
+  if (w.layout != WeightLayout::kRows &&
+      (col_begin != 0 || col_len != in_full || row_begin % 16 != 0 || row_len % 16 != 0)) {
+    return InvalidArgumentError(fmt::format(
+        "{}: weight {} was repacked at load in 16-row groups and cannot be sliced to rows "
+        "[{}, {}), columns [{}, {}) (load it without repacking: --no-repack)",
+        ck.path(), name, row_begin, row_begin + row_len, col_begin, col_begin + col_len));
+  }
   lin->w = w;
   lin->w.shape = {row_len, col_len};
   if (col_begin == 0 && col_len == in_full) {

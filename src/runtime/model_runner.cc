@@ -7,6 +7,7 @@
 #include "base/clock.h"
 #include "base/logging.h"
 #include "base/meminfo.h"
+#include "kernels/ops.h"
 #include "kernels/read_calibration.h"
 #include "platform/cpu_features.h"
 
@@ -51,7 +52,20 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
   std::unique_ptr<ModelRunner> r(new ModelRunner());
   r->comm_ = comm;
   Stopwatch sw;
-  auto ckpt = OpenCheckpoint(options.model_path, options.load);
+  // Off always succeeds; on only where the probe chose AMX (SPECD_AMX=0 and
+  // unsupported CPUs stay off, logged once by the probe). Set before loading:
+  // whether Q4_0 is repacked depends on it.
+  kernels::SetAmx(options.amx && GetKernelPaths().amx_int8);
+  LoadOptions load = options.load;
+  // A rank of a TP group binds slices of columns, which the 16-row groups do
+  // not hold.
+  if (options.repack && comm->world_size() == 1) {
+    load.repack_for_matmul = [](TensorView* t, uint8_t* bytes) {
+      return bytes != nullptr ? kernels::RepackForMatMul(t, bytes)
+                              : kernels::WantsRepackForMatMul(*t);
+    };
+  }
+  auto ckpt = OpenCheckpoint(options.model_path, load);
   if (!ckpt.ok()) return std::move(ckpt).TakeStatus().WithStage("load weights");
   r->ckpt_ = std::move(ckpt).value();
   const ModelConfig& c = r->ckpt_->config();
@@ -94,9 +108,6 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
     stream_prefetch = cal.stream_prefetch;
   }
   kernels::SetStreamPrefetchBytes(std::max(0, stream_prefetch));
-  // Off always succeeds; on only where the probe chose AMX (SPECD_AMX=0 and
-  // unsupported CPUs stay off, logged once by the probe).
-  kernels::SetAmx(options.amx && GetKernelPaths().amx_int8);
   auto model = CreateModel(*r->ckpt_, *plan, comm, r->pool_.get(), options.transformer);
   if (!model.ok()) return std::move(model).TakeStatus().WithStage("load weights");
   r->model_ = std::move(model).value();

@@ -39,6 +39,7 @@ void RepackQ4_0Rows16(uint8_t* data, int64_t rows, int64_t nb);
 // y[t * ldy + r] for rows r < n_groups * 16 of the repacked `w` and tokens
 // t < a.n_tokens. csum (a.n_tokens, nb): the sum of a's 8 correction lanes of
 // each block, -8 * sum of the block's activations (a.corr with offset 8).
+// a.prefetch_rows > 0: prefetch ahead in the group stream in software.
 using Rows16Fn = void (*)(const uint8_t* w, int64_t n_groups, const QuantizedActs& a,
                           const int32_t* csum, float* y, int64_t ldy);
 // Portable kernel (any CPU); the AVX512-VNNI one (null off x86).

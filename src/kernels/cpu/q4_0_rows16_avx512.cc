@@ -20,13 +20,29 @@ namespace specd::kernels::cpu {
 namespace {
 
 constexpr int kMaxTokens = 4;
+// Software prefetch this far ahead in the group stream when
+// QuantizedActs::prefetch_rows > 0: about 14 blocks; it keeps DRAM busy while
+// a multi-token pass computes (kernels_bench BM_MatMulQ4Rows16 128256 x 2048,
+// docs/performance.md).
+constexpr int kPrefetchBytes = 4096;
 
 // One block of T tokens: lane[t] = fma(float(s_b), f16(dw_b) * da_b, lane[t]).
-template <int T>
+template <int T, bool kPrefetch>
 SPECD_AVX512_TARGET inline void Block(const uint8_t* scales, const uint8_t* quants,
                                       const int8_t* const* act, const int32_t* const* csum,
                                       const float* const* da, int64_t b, __m512* lane) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
+  if (kPrefetch) {
+    // Past the matrix's end a prefetch is a no-op, not a fault.
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      _mm_prefetch(reinterpret_cast<const char*>(quants + b * 256 + c * 64 + kPrefetchBytes),
+                   _MM_HINT_T0);
+    }
+    if ((b & 1) == 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(scales + b * 32 + kPrefetchBytes / 8), _MM_HINT_T0);
+    }
+  }
   const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * 32)));
   __m512i lo[4], hi[4];
   #pragma GCC unroll 4
@@ -38,21 +54,24 @@ SPECD_AVX512_TARGET inline void Block(const uint8_t* scales, const uint8_t* quan
   #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     const int8_t* a = act[t] + b * 32;
-    __m512i s = _mm512_set1_epi32(csum[t][b]);
+    // Two chains (low and high nibbles) halve the vpdpbusd latency chain.
+    __m512i s_lo = _mm512_set1_epi32(csum[t][b]);
+    __m512i s_hi = _mm512_setzero_si512();
     #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       int32_t a_lo, a_hi;
       std::memcpy(&a_lo, a + 4 * c, 4);
       std::memcpy(&a_hi, a + 16 + 4 * c, 4);
-      s = _mm512_dpbusd_epi32(s, lo[c], _mm512_set1_epi32(a_lo));
-      s = _mm512_dpbusd_epi32(s, hi[c], _mm512_set1_epi32(a_hi));
+      s_lo = _mm512_dpbusd_epi32(s_lo, lo[c], _mm512_set1_epi32(a_lo));
+      s_hi = _mm512_dpbusd_epi32(s_hi, hi[c], _mm512_set1_epi32(a_hi));
     }
+    const __m512i s = _mm512_add_epi32(s_lo, s_hi);
     const __m512 cb = _mm512_mul_ps(dw, _mm512_set1_ps(da[t][b]));
     lane[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), cb, lane[t]);
   }
 }
 
-template <int T>
+template <int T, bool kPrefetch>
 SPECD_AVX512_TARGET void Group(const uint8_t* grp, int64_t nb, const int8_t* const* act,
                                const int32_t* const* csum, const float* const* da, float* y,
                                int64_t ldy) {
@@ -63,10 +82,10 @@ SPECD_AVX512_TARGET void Group(const uint8_t* grp, int64_t nb, const int8_t* con
   for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    Block<T>(scales, quants, act, csum, da, b, even);
-    Block<T>(scales, quants, act, csum, da, b + 1, odd);
+    Block<T, kPrefetch>(scales, quants, act, csum, da, b, even);
+    Block<T, kPrefetch>(scales, quants, act, csum, da, b + 1, odd);
   }
-  if (b < nb) Block<T>(scales, quants, act, csum, da, b, even);
+  if (b < nb) Block<T, kPrefetch>(scales, quants, act, csum, da, b, even);
   #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, _mm512_add_ps(even[t], odd[t]));
 }
@@ -84,7 +103,12 @@ SPECD_AVX512_TARGET void Tokens(const uint8_t* grp, const QuantizedActs& a, int 
     cs[t] = csum + (t0 + t) * nb;
     da[t] = a.d + (t0 + t) * nb;
   }
-  Group<T>(grp, nb, act, cs, da, y + t0 * ldy, ldy);
+  // Only the first pass over a group reads it from memory.
+  if (a.prefetch_rows > 0 && t0 == 0) {
+    Group<T, true>(grp, nb, act, cs, da, y + t0 * ldy, ldy);
+  } else {
+    Group<T, false>(grp, nb, act, cs, da, y + t0 * ldy, ldy);
+  }
 }
 
 // Groups outer, tokens inner: a group (nb * 288 bytes) stays in L1/L2 while
