@@ -25,6 +25,13 @@
 namespace specd::app {
 namespace {
 
+// Matrices the loader repacked for the matmul kernels (--no-repack: 0).
+int RepackedMatrices(const Checkpoint& ck) {
+  int n = 0;
+  for (const auto& [name, t] : ck.tensors()) n += t.layout != WeightLayout::kRows ? 1 : 0;
+  return n;
+}
+
 struct GenerateFlags {
   EngineFlags engine;
   std::string prompt;
@@ -311,7 +318,8 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
                   {"threads", runner->pool()->size()},
                   {"amx", kernels::AmxActive()},
                   {"stream_decode", kernels::StreamDecodeEnabled()},
-                  {"stream_prefetch", kernels::StreamPrefetchBytes()}};
+                  {"stream_prefetch", kernels::StreamPrefetchBytes()},
+                  {"repacked_matrices", RepackedMatrices(runner->checkpoint())}};
     // Rank 0's seconds inside collectives during decode (waits for the
     // other ranks included): comm_s / decode_s is communication's share.
     j["stats"]["comm_s"] = st.comm_s;
