@@ -20,11 +20,11 @@ namespace specd::kernels::cpu {
 namespace {
 
 constexpr int kMaxTokens = 4;
-// Software prefetch this far ahead in the group stream when
-// QuantizedActs::prefetch_rows > 0: about 14 blocks; it keeps DRAM busy while
+// Software prefetch into L2 this far ahead in the group stream when
+// QuantizedActs::prefetch_rows > 0 (about 57 blocks): it keeps DRAM busy while
 // a multi-token pass computes (kernels_bench BM_MatMulQ4Rows16 128256 x 2048,
-// docs/performance.md).
-constexpr int kPrefetchBytes = 4096;
+// 4-32 KiB ahead into L1 or L2, docs/performance.md).
+constexpr int kPrefetchBytes = 16384;
 
 // One block of T tokens: lane[t] = fma(float(s_b), f16(dw_b) * da_b, lane[t]).
 template <int T, bool kPrefetch>
@@ -37,10 +37,10 @@ SPECD_AVX512_TARGET inline void Block(const uint8_t* scales, const uint8_t* quan
     #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       _mm_prefetch(reinterpret_cast<const char*>(quants + b * 256 + c * 64 + kPrefetchBytes),
-                   _MM_HINT_T0);
+                   _MM_HINT_T1);
     }
     if ((b & 1) == 0) {
-      _mm_prefetch(reinterpret_cast<const char*>(scales + b * 32 + kPrefetchBytes / 8), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(scales + b * 32 + kPrefetchBytes / 8), _MM_HINT_T1);
     }
   }
   const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * 32)));
