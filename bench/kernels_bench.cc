@@ -236,19 +236,20 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_MatMul)->Apply(MatMulArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// Q4_0 repacked into 16-row groups (RepackForMatMul), the same shapes as
-// BM_MatMul's q4_0 rows: compare with BM_MatMul/dtype:4.
-void BM_MatMulQ4Rows16(benchmark::State& state) {
-  const int64_t rows = state.range(0), cols = state.range(1);
-  const int n_tokens = static_cast<int>(state.range(2));
-  const int threads = static_cast<int>(state.range(3));
-  std::vector<uint8_t> bytes = Weights(DType::kQ4_0, rows, cols);
+// Q4_0 / Q8_0 repacked into 16-row groups (RepackForMatMul), the same shapes
+// as BM_MatMul's rows: compare with BM_MatMul/dtype:4 (q4_0) and 3 (q8_0).
+void BM_MatMulRows16(benchmark::State& state) {
+  const DType dtype = kDtypes[state.range(0)];
+  const int64_t rows = state.range(1), cols = state.range(2);
+  const int n_tokens = static_cast<int>(state.range(3));
+  const int threads = static_cast<int>(state.range(4));
+  std::vector<uint8_t> bytes = Weights(dtype, rows, cols);
   TensorView w;
   w.name = "bench";
-  w.dtype = DType::kQ4_0;
+  w.dtype = dtype;
   w.shape = {rows, cols};
   w.nbytes = bytes.size();
-  SetRepackQ4_0(true);
+  SetRepack(true);
   if (!RepackForMatMul(&w, bytes.data())) {
     state.SkipWithError("not repackable");
     return;
@@ -262,23 +263,25 @@ void BM_MatMulQ4Rows16(benchmark::State& state) {
     MatMul(w, x.data(), n_tokens, y.data(), pool);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetLabel("q4_0 rows16 " + std::to_string(rows) + "x" + std::to_string(cols) +
-                 " tok=" + std::to_string(n_tokens) + " thr=" + std::to_string(threads) +
-                 " q=" + QuantDotIsaName(ActiveQuantDotIsa()));
+  state.SetLabel(std::string(DTypeName(dtype)) + " rows16 " + std::to_string(rows) + "x" +
+                 std::to_string(cols) + " tok=" + std::to_string(n_tokens) +
+                 " thr=" + std::to_string(threads) + " q=" + QuantDotIsaName(ActiveQuantDotIsa()));
   state.counters["weight_GBps"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * bytes.size() / 1e9, benchmark::Counter::kIsRate);
 }
 void Rows16Args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"rows", "cols", "tok", "thr"});
-  for (auto [rows, cols] :
-       {std::pair{512, 2048}, {2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}}) {
-    for (int tok : {1, 2, 4, 8, 12, 16, 64}) {
-      for (int thr : {1, 2}) b->Args({rows, cols, tok, thr});
+  b->ArgNames({"dtype", "rows", "cols", "tok", "thr"});
+  for (int dt : {4, 3}) {
+    for (auto [rows, cols] :
+         {std::pair{512, 2048}, {2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}}) {
+      for (int tok : {1, 2, 4, 8, 12, 16, 64}) {
+        for (int thr : {1, 2}) b->Args({dt, rows, cols, tok, thr});
+      }
     }
+    for (int thr : {1, 2}) b->Args({dt, 16384, 8192, 1, thr});
   }
-  for (int thr : {1, 2}) b->Args({16384, 8192, 1, thr});
 }
-BENCHMARK(BM_MatMulQ4Rows16)->Apply(Rows16Args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MatMulRows16)->Apply(Rows16Args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // -------------------------------------------------------------- thread pool
 

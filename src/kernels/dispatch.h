@@ -72,13 +72,14 @@ void SetStreamPrefetchBytes(int bytes);
 bool BatchInvariantEnabled();
 void SetBatchInvariant(bool on);
 
-// Whether the model loader repacks Q4_0 matrices into 16-row groups
+// Whether the model loader repacks Q4_0 / Q8_0 matrices into 16-row
+// groups
 // (kernels::RepackForMatMul): default on where the active quantized path is
 // AVX512-VNNI without AMX (the kernels that read that layout fastest);
 // --no-repack turns it off (the A/B baseline). Same outputs either way.
-bool RepackQ4_0Enabled();
-void SetRepackQ4_0(bool on);
-void ResetRepackQ4_0();  // back to the default above
+bool RepackEnabled();
+void SetRepack(bool on);
+void ResetRepack();  // back to the default above
 
 // Applies the probe's choice (and logs it once). Every kernel entry point calls
 // this; it is cheap after the first call.

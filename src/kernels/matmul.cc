@@ -27,7 +27,7 @@
 #include "kernels/cpu/bf16_avx512.h"
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/int4_kernels.h"
-#include "kernels/cpu/q4_0_rows16.h"
+#include "kernels/cpu/quant_rows16.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
@@ -127,12 +127,13 @@ void FillNaN(float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::numeric_limits<float>::quiet_NaN();
 }
 
-// Q4_0 in 16-row groups (cpu/q4_0_rows16.h): the AVX512-VNNI kernel when
-// that path is active, else the portable one. REQUIRES: row_begin and n_out
-// multiples of 16.
+// Q4_0 / Q8_0 in 16-row groups (cpu/quant_rows16.h): the AVX512-VNNI kernel
+// when that path is active, else the portable one. REQUIRES: row_begin and
+// n_out multiples of 16 (QuantizedMatMul covers other ranges).
 void Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
                   int n_tokens, float* y, ThreadPool* pool) {
   const cpu::QuantKernelTable* table = cpu::GetQuantKernels(ActiveQuantDotIsa());
+  const int corr_offset = cpu::Rows16CorrOffset(w.dtype);
   const int64_t k = w.cols();
   const int64_t nb = k / kQuantBlock;
   ActScratch& s = Scratch();
@@ -142,7 +143,7 @@ void Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const f
   s.csum.resize(static_cast<size_t>(n_tokens * nb));
   RunTokens(n_tokens, pool, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      table->quantize(x + t * k, k, 8, s.qs.data() + t * k, s.d.data() + t * nb,
+      table->quantize(x + t * k, k, corr_offset, s.qs.data() + t * k, s.d.data() + t * nb,
                       s.corr.data() + t * nb * 8);
       for (int64_t b = t * nb; b < (t + 1) * nb; ++b) {
         int32_t sum = 0;
@@ -159,10 +160,10 @@ void Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const f
   acts.d = s.d.data();
   acts.corr = s.corr.data();
   acts.prefetch_rows = g_prefetch.load(std::memory_order_relaxed) ? 1 : 0;
-  cpu::Rows16Fn fn = ActiveQuantDotIsa() == QuantDotIsa::kAvx512Vnni && cpu::Rows16Q4Avx512()
-                         ? cpu::Rows16Q4Avx512()
-                         : cpu::Rows16Q4Scalar;
-  const size_t group_bytes = cpu::Rows16GroupBytes(nb);
+  cpu::Rows16Fn fn = ActiveQuantDotIsa() == QuantDotIsa::kAvx512Vnni ? cpu::Rows16Avx512(w.dtype)
+                                                                     : nullptr;
+  if (fn == nullptr) fn = w.dtype == DType::kQ8_0 ? cpu::Rows16Q8Scalar : cpu::Rows16Q4Scalar;
+  const size_t group_bytes = cpu::Rows16GroupBytes(w.dtype, nb);
   const auto* base = static_cast<const uint8_t*>(w.data);
   RunRows(
       n_out, k * n_tokens, pool,
@@ -175,8 +176,20 @@ void Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const f
 
 void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
                      int n_tokens, float* y, ThreadPool* pool) {
-  if (w.layout == WeightLayout::kQ4_0Rows16) {
-    Rows16MatMul(w, row_begin, n_out, x, n_tokens, y, pool);
+  if (w.layout == WeightLayout::kRows16) {
+    if (row_begin % cpu::kRows16 == 0 && n_out % cpu::kRows16 == 0) {
+      Rows16MatMul(w, row_begin, n_out, x, n_tokens, y, pool);
+      return;
+    }
+    // A range off the 16-row grid: the whole groups that cover it, then its
+    // rows (each output is the same whichever group range computes it).
+    const int64_t g0 = row_begin / cpu::kRows16 * cpu::kRows16;
+    const int64_t g1 = (row_begin + n_out + cpu::kRows16 - 1) / cpu::kRows16 * cpu::kRows16;
+    std::vector<float> full(static_cast<size_t>(n_tokens * (g1 - g0)));
+    Rows16MatMul(w, g0, g1 - g0, x, n_tokens, full.data(), pool);
+    for (int t = 0; t < n_tokens; ++t) {
+      std::copy_n(full.data() + t * (g1 - g0) + (row_begin - g0), n_out, y + t * n_out);
+    }
     return;
   }
   const cpu::QuantKernelTable* table = cpu::GetQuantKernels(ActiveQuantDotIsa());
@@ -366,26 +379,27 @@ void SetStreamPrefetchBytes(int bytes) {
   g_stream_prefetch.store(std::max(0, bytes), std::memory_order_relaxed);
 }
 
-bool RepackQ4_0Enabled() {
+bool RepackEnabled() {
   const int v = g_repack.load(std::memory_order_relaxed);
   if (v >= 0) return v == 1;
   EnsureKernelPathsInitialized();
   return ActiveQuantDotIsa() == QuantDotIsa::kAvx512Vnni && !AmxActive() &&
-         cpu::Rows16Q4Avx512() != nullptr;
+         cpu::Rows16Avx512(DType::kQ4_0) != nullptr;
 }
-void SetRepackQ4_0(bool on) { g_repack.store(on ? 1 : 0, std::memory_order_relaxed); }
-void ResetRepackQ4_0() { g_repack.store(-1, std::memory_order_relaxed); }
+void SetRepack(bool on) { g_repack.store(on ? 1 : 0, std::memory_order_relaxed); }
+void ResetRepack() { g_repack.store(-1, std::memory_order_relaxed); }
 
 bool WantsRepackForMatMul(const TensorView& w) {
-  return w.dtype == DType::kQ4_0 && w.shape.size() == 2 && w.layout == WeightLayout::kRows &&
-         w.rows() % cpu::kRows16 == 0 && w.cols() % kQuantBlock == 0 && RepackQ4_0Enabled();
+  return (w.dtype == DType::kQ4_0 || w.dtype == DType::kQ8_0) && w.shape.size() == 2 &&
+         w.layout == WeightLayout::kRows &&
+         w.rows() % cpu::kRows16 == 0 && w.cols() % kQuantBlock == 0 && RepackEnabled();
 }
 
 bool RepackForMatMul(TensorView* w, uint8_t* data) {
   if (!WantsRepackForMatMul(*w)) return false;
-  cpu::RepackQ4_0Rows16(data, w->rows(), w->cols() / kQuantBlock);
+  cpu::RepackRows16(w->dtype, data, w->rows(), w->cols() / kQuantBlock);
   w->data = data;
-  w->layout = WeightLayout::kQ4_0Rows16;
+  w->layout = WeightLayout::kRows16;
   return true;
 }
 

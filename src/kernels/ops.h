@@ -26,14 +26,14 @@ void MatMul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
 void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
                 int n_tokens, float* y, ThreadPool* pool);
 
-// Whether RepackForMatMul would repack `w` now: Q4_0, 2-D, rows a multiple
-// of 16, row layout, and RepackQ4_0Enabled().
+// Whether RepackForMatMul would repack `w` now: Q4_0 or Q8_0, 2-D, rows a
+// multiple of 16, row layout, and RepackEnabled().
 bool WantsRepackForMatMul(const TensorView& w);
 // Rewrites `w`'s bytes (which `data` must point to, writable) into the layout
 // its matmul kernels read fastest and sets w->layout; false (nothing changed)
 // when !WantsRepackForMatMul(*w). MatMul gives bitwise the same outputs
-// either way; after it only MatMul / MatMulRows (row ranges on multiples of
-// 16) may read the bytes.
+// either way; after it only MatMul / MatMulRows may read the bytes (row
+// ranges off multiples of 16 compute the groups that cover them).
 bool RepackForMatMul(TensorView* w, uint8_t* data);
 
 // out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w      x, out: (n_tokens, dim); may alias.

@@ -55,8 +55,8 @@ struct RunnerOptions {
   // AMX tile kernels for Q8_0/Q4_0/BF16 matmuls of many tokens, where the CPU
   // and OS allow them (false: AVX512-VNNI / AVX512-BF16).
   bool amx = true;
-  // Repack Q4_0 matrices at load into the layout the active kernels read
-  // fastest (kernels::RepackForMatMul; only where RepackQ4_0Enabled(), in
+  // Repack Q4_0 / Q8_0 matrices at load into the layout the active kernels read
+  // fastest (kernels::RepackForMatMul; only where RepackEnabled(), in
   // anonymous memory, one rank). false: the file's layout (--no-repack).
   bool repack = true;
 };

@@ -80,53 +80,56 @@ TEST_F(ModelRunnerTest, WireFormatRunsLikeTheOriginalAndEngineMatchesExecute) {
   EXPECT_EQ(engine.kv().used_pages(), 0);
 }
 
-// Q4_0 weights repacked at load (RepackForMatMul, forced on so every CPU
-// runs it) give the logits of the file's layout bit for bit; only the linear
-// layers in anonymous memory are repacked, never the embedding table.
-TEST(ModelRunnerRepackTest, RepackedQ4_0RunsLikeTheFileLayout) {
+// Q4_0 / Q8_0 weights repacked at load (RepackForMatMul, forced on so every
+// CPU runs it) give the logits of the file's layout bit for bit; only the
+// linear layers in anonymous memory are repacked, never the embedding table.
+TEST(ModelRunnerRepackTest, RepackedQuantizedWeightsRunLikeTheFileLayout) {
   std::string tmpl = (std::filesystem::temp_directory_path() / "specd-repack-XXXXXX").string();
   const std::string dir = ::mkdtemp(tmpl.data());
-  FixtureOptions fo;
-  fo.preset = "tiny";
-  fo.format = "gguf";
-  fo.dtype = DType::kQ4_0;
-  fo.out = dir + "/tiny-q4_0.gguf";
-  fo.seed = 11;
-  ASSERT_TRUE(MakeFixture(fo).ok());
-  kernels::SetRepackQ4_0(true);
+  kernels::SetRepack(true);
   std::unique_ptr<Communicator> comm = NewLocalCommunicator();
-  auto run = [&](bool repack, bool mmap, int* n_repacked) {
-    RunnerOptions ro;
-    ro.model_path = fo.out;
-    ro.load.use_mmap = mmap;
-    ro.repack = repack;
-    auto r = ModelRunner::Create(ro, comm.get());
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    *n_repacked = 0;
-    for (const auto& [name, t] : (*r)->checkpoint().tensors()) {
-      if (t.layout == WeightLayout::kRows) continue;
-      ++*n_repacked;
-      EXPECT_NE(name, "model.embed_tokens.weight");
-    }
-    StepDesc d;
-    d.kv_edits = {KvEdit::NewSequence(0)};
-    d.batch.push_back(SeqInput{0, {5, 6, 7, 8, 9}, {}, {}, false});
-    d.batch.back().all_logits = true;
-    ForwardOutput out;
-    EXPECT_TRUE((*r)->Execute(d, &out).ok());
-    return out.logits;
-  };
-  int n_file = 0, n_repacked = 0, n_mmap = 0;
-  const std::vector<float> file = run(false, false, &n_file);
-  const std::vector<float> repacked = run(true, false, &n_repacked);
-  const std::vector<float> mmaped = run(true, true, &n_mmap);
-  kernels::ResetRepackQ4_0();
-  EXPECT_EQ(n_file, 0);
-  EXPECT_GE(n_repacked, 7 * 2) << "every linear layer of both layers";
-  EXPECT_EQ(n_mmap, 0) << "mmap-ed bytes are read-only";
-  ASSERT_FALSE(file.empty());
-  EXPECT_EQ(repacked, file);
-  EXPECT_EQ(mmaped, file);
+  for (DType dtype : {DType::kQ4_0, DType::kQ8_0}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    FixtureOptions fo;
+    fo.preset = "tiny";
+    fo.format = "gguf";
+    fo.dtype = dtype;
+    fo.out = dir + "/tiny-" + DTypeName(dtype) + ".gguf";
+    fo.seed = 11;
+    ASSERT_TRUE(MakeFixture(fo).ok());
+    auto run = [&](bool repack, bool mmap, int* n_repacked) {
+      RunnerOptions ro;
+      ro.model_path = fo.out;
+      ro.load.use_mmap = mmap;
+      ro.repack = repack;
+      auto r = ModelRunner::Create(ro, comm.get());
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      *n_repacked = 0;
+      for (const auto& [name, t] : (*r)->checkpoint().tensors()) {
+        if (t.layout == WeightLayout::kRows) continue;
+        ++*n_repacked;
+        EXPECT_NE(name, "model.embed_tokens.weight");
+      }
+      StepDesc d;
+      d.kv_edits = {KvEdit::NewSequence(0)};
+      d.batch.push_back(SeqInput{0, {5, 6, 7, 8, 9}, {}, {}, false});
+      d.batch.back().all_logits = true;
+      ForwardOutput out;
+      EXPECT_TRUE((*r)->Execute(d, &out).ok());
+      return out.logits;
+    };
+    int n_file = 0, n_repacked = 0, n_mmap = 0;
+    const std::vector<float> file = run(false, false, &n_file);
+    const std::vector<float> repacked = run(true, false, &n_repacked);
+    const std::vector<float> mmaped = run(true, true, &n_mmap);
+    EXPECT_EQ(n_file, 0);
+    EXPECT_GE(n_repacked, 7 * 2) << "every linear layer of both layers";
+    EXPECT_EQ(n_mmap, 0) << "mmap-ed bytes are read-only";
+    ASSERT_FALSE(file.empty());
+    EXPECT_EQ(repacked, file);
+    EXPECT_EQ(mmaped, file);
+  }
+  kernels::ResetRepack();
   std::filesystem::remove_all(dir);
 }
 

@@ -15,11 +15,11 @@
 namespace specd {
 
 // How a matrix's bytes are arranged. kRows: the file's row-major rows (row()
-// addresses them). kQ4_0Rows16: Q4_0 rows repacked at load in interleaved
-// groups of 16 (kernels::RepackForMatMul; kernels/cpu/q4_0_rows16.h), the
-// same bytes in all; only kernels::MatMul / MatMulRows at rows that are
-// multiples of 16 read it, and row() does not address a row.
-enum class WeightLayout : uint8_t { kRows, kQ4_0Rows16 };
+// addresses them). kRows16: Q4_0 / Q8_0 rows repacked at load in interleaved
+// groups of 16 (kernels::RepackForMatMul; kernels/cpu/quant_rows16.h), the
+// same bytes in all; only kernels::MatMul / MatMulRows read it, and row()
+// addresses a row only at multiples of 16 (the start of its group).
+enum class WeightLayout : uint8_t { kRows, kRows16 };
 
 struct TensorView {
   std::string name;

@@ -1,6 +1,6 @@
-// Q4_0 matrices repacked into 16-row groups (RepackForMatMul): on every
-// quantized path this CPU runs, MatMul over the repacked bytes equals the
-// summation-order reference over the original GGUF rows bit for bit.
+// Q4_0 / Q8_0 matrices repacked into 16-row groups (RepackForMatMul): on
+// every quantized path this CPU runs, MatMul over the repacked bytes equals
+// the summation-order reference over the original GGUF rows bit for bit.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -20,19 +20,19 @@ struct Matrix {
   TensorView view;
 };
 
-Matrix MakeQ4(int64_t rows, int64_t cols, uint32_t seed) {
+Matrix MakeQuant(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.f, 1.f);
   Matrix m;
-  const size_t row_bytes = RowBytes(DType::kQ4_0, cols);
+  const size_t row_bytes = RowBytes(dtype, cols);
   m.bytes.resize(row_bytes * rows);
   std::vector<float> row(cols);
   for (int64_t r = 0; r < rows; ++r) {
     for (auto& v : row) v = dist(rng) * 0.02f * (1 + r % 7);
-    QuantizeRow(DType::kQ4_0, row.data(), m.bytes.data() + r * row_bytes, cols);
+    QuantizeRow(dtype, row.data(), m.bytes.data() + r * row_bytes, cols);
   }
-  m.view.name = "test.q4_0";
-  m.view.dtype = DType::kQ4_0;
+  m.view.name = std::string("test.") + DTypeName(dtype);
+  m.view.dtype = dtype;
   m.view.shape = {rows, cols};
   m.view.data = m.bytes.data();
   m.view.nbytes = m.bytes.size();
@@ -48,19 +48,24 @@ std::vector<float> MakeActs(int n_tokens, int64_t cols, uint32_t seed) {
   return x;
 }
 
-class Rows16Test : public testing::TestWithParam<QuantDotIsa> {
+struct Rows16Case {
+  QuantDotIsa isa;
+  DType dtype;
+};
+
+class Rows16Test : public testing::TestWithParam<Rows16Case> {
  protected:
   void SetUp() override {
-    if (!SetQuantDotIsa(GetParam())) {
-      GTEST_SKIP() << "not supported: this CPU lacks " << QuantDotIsaName(GetParam())
+    if (!SetQuantDotIsa(GetParam().isa)) {
+      GTEST_SKIP() << "not supported: this CPU lacks " << QuantDotIsaName(GetParam().isa)
                    << " (flags: " << GetCpuFeatures().FlagString() << ")";
     }
-    SetRepackQ4_0(true);
+    SetRepack(true);
   }
   void TearDown() override {
     SetQuantDotIsa(GetKernelPaths().quant_dot);
     SetMatMulSplit(MatMulSplit::kDynamic);
-    ResetRepackQ4_0();
+    ResetRepack();
   }
 };
 
@@ -70,12 +75,12 @@ TEST_P(Rows16Test, EqualsSummationOrderReferenceBitwise) {
     SetMatMulSplit(split);
     for (int64_t cols : {32, 96, 160, 2048}) {
       for (int64_t rows : {16, 48, 112}) {
-        Matrix m = MakeQ4(rows, cols, static_cast<uint32_t>(rows * 7 + cols));
+        Matrix m = MakeQuant(GetParam().dtype, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
         TensorView orig = m.view;
         std::vector<uint8_t> orig_bytes = m.bytes;
         orig.data = orig_bytes.data();
         ASSERT_TRUE(RepackForMatMul(&m.view, m.bytes.data()));
-        ASSERT_EQ(m.view.layout, WeightLayout::kQ4_0Rows16);
+        ASSERT_EQ(m.view.layout, WeightLayout::kRows16);
         ASSERT_NE(m.bytes, orig_bytes);
         for (int n_tokens : {1, 2, 3, 4, 5, 8, 9, 16}) {
           SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
@@ -90,14 +95,16 @@ TEST_P(Rows16Test, EqualsSummationOrderReferenceBitwise) {
             ASSERT_EQ(y[i], y_ref[i]) << "t=" << i / rows << " r=" << i % rows;
             ASSERT_EQ(y_pool[i], y_ref[i]) << "t=" << i / rows << " r=" << i % rows;
           }
-          // Rows [16, rows - 16) of the repacked matrix (a vocab-parallel
-          // head's range).
-          if (rows >= 48) {
-            const int64_t n = rows - 32;
+          // Row ranges of the repacked matrix: on the 16-row grid (a
+          // vocab-parallel head's range) and off it.
+          for (auto [r0, r1] : {std::pair<int64_t, int64_t>{16, rows - 16}, {3, rows - 5},
+                                {17, 18}}) {
+            if (r1 <= r0 || r1 > rows) continue;
+            const int64_t n = r1 - r0;
             std::vector<float> ys(n_tokens * n), ys_ref(n_tokens * n);
-            MatMulRows(m.view, 16, rows - 16, x.data(), n_tokens, ys.data(), &pool);
-            ref::MatMulQuantizedActsInOrder(orig, 16, rows - 16, x.data(), n_tokens, ys_ref.data());
-            ASSERT_EQ(ys, ys_ref);
+            MatMulRows(m.view, r0, r1, x.data(), n_tokens, ys.data(), &pool);
+            ref::MatMulQuantizedActsInOrder(orig, r0, r1, x.data(), n_tokens, ys_ref.data());
+            ASSERT_EQ(ys, ys_ref) << "rows [" << r0 << ", " << r1 << ")";
           }
         }
       }
@@ -106,33 +113,44 @@ TEST_P(Rows16Test, EqualsSummationOrderReferenceBitwise) {
 }
 
 TEST_P(Rows16Test, RepacksOnlyWhatItCanRead) {
-  Matrix odd_rows = MakeQ4(40, 64, 1);
+  const DType dtype = GetParam().dtype;
+  Matrix odd_rows = MakeQuant(dtype, 40, 64, 1);
   EXPECT_FALSE(RepackForMatMul(&odd_rows.view, odd_rows.bytes.data()));
   EXPECT_EQ(odd_rows.view.layout, WeightLayout::kRows);
 
-  Matrix q4 = MakeQ4(32, 64, 2);
-  TensorView q8 = q4.view;
-  q8.dtype = DType::kQ8_0;
-  q8.shape = {16, 64};
-  EXPECT_FALSE(RepackForMatMul(&q8, q4.bytes.data()));
+  Matrix m = MakeQuant(dtype, 32, 64, 2);
+  TensorView f16 = m.view;
+  f16.dtype = DType::kF16;
+  f16.shape = {16, 64};
+  EXPECT_FALSE(RepackForMatMul(&f16, m.bytes.data()));
+  TensorView q4bf16 = m.view;
+  q4bf16.dtype = DType::kQ4_BF16;
+  EXPECT_FALSE(RepackForMatMul(&q4bf16, m.bytes.data()));
 
-  ASSERT_TRUE(RepackForMatMul(&q4.view, q4.bytes.data()));
-  const std::vector<uint8_t> once = q4.bytes;
-  EXPECT_FALSE(RepackForMatMul(&q4.view, q4.bytes.data())) << "repacked twice";
-  EXPECT_EQ(q4.bytes, once);
+  ASSERT_TRUE(RepackForMatMul(&m.view, m.bytes.data()));
+  const std::vector<uint8_t> once = m.bytes;
+  EXPECT_FALSE(RepackForMatMul(&m.view, m.bytes.data())) << "repacked twice";
+  EXPECT_EQ(m.bytes, once);
 
-  SetRepackQ4_0(false);
-  Matrix off = MakeQ4(32, 64, 3);
+  SetRepack(false);
+  Matrix off = MakeQuant(dtype, 32, 64, 3);
   EXPECT_FALSE(WantsRepackForMatMul(off.view));
   EXPECT_FALSE(RepackForMatMul(&off.view, off.bytes.data()));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllPaths, Rows16Test,
-                         testing::Values(QuantDotIsa::kScalar, QuantDotIsa::kAvx2,
-                                         QuantDotIsa::kAvxVnni, QuantDotIsa::kAvx512Vnni),
-                         [](const testing::TestParamInfo<QuantDotIsa>& info) {
-                           return std::string(QuantDotIsaName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllPaths, Rows16Test,
+    testing::Values(Rows16Case{QuantDotIsa::kScalar, DType::kQ4_0},
+                    Rows16Case{QuantDotIsa::kScalar, DType::kQ8_0},
+                    Rows16Case{QuantDotIsa::kAvx2, DType::kQ4_0},
+                    Rows16Case{QuantDotIsa::kAvx2, DType::kQ8_0},
+                    Rows16Case{QuantDotIsa::kAvxVnni, DType::kQ4_0},
+                    Rows16Case{QuantDotIsa::kAvxVnni, DType::kQ8_0},
+                    Rows16Case{QuantDotIsa::kAvx512Vnni, DType::kQ4_0},
+                    Rows16Case{QuantDotIsa::kAvx512Vnni, DType::kQ8_0}),
+    [](const testing::TestParamInfo<Rows16Case>& info) {
+      return std::string(QuantDotIsaName(info.param.isa)) + "_" + DTypeName(info.param.dtype);
+    });
 
 }  // namespace
 }  // namespace specd::kernels
