@@ -40,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/dispatch.h"
@@ -180,18 +181,11 @@ const std::vector<uint8_t>& Weights(DType dtype, int64_t rows, int64_t cols) {
   return cache.bytes;
 }
 
-void BM_MatMul(benchmark::State& state) {
-  const DType dtype = kDtypes[state.range(0)];
-  const int64_t rows = state.range(1), cols = state.range(2);
-  const int n_tokens = static_cast<int>(state.range(3));
-  const int threads = static_cast<int>(state.range(4));
-  const auto& bytes = Weights(dtype, rows, cols);
-  TensorView w;
-  w.name = "bench";
-  w.dtype = dtype;
-  w.shape = {rows, cols};
-  w.data = bytes.data();
-  w.nbytes = bytes.size();
+// Times MatMul of `w` (rows x cols) over n_tokens random activations on
+// `threads` threads; the label starts with `what`.
+void TimeMatMul(benchmark::State& state, const TensorView& w, int n_tokens, int threads,
+                const std::string& what) {
+  const int64_t rows = w.rows(), cols = w.cols();
   std::vector<float> x(n_tokens * cols), y(n_tokens * rows);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
@@ -201,15 +195,29 @@ void BM_MatMul(benchmark::State& state) {
     MatMul(w, x.data(), n_tokens, y.data(), pool);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetLabel(std::string(DTypeName(dtype)) + " " + std::to_string(rows) + "x" +
-                 std::to_string(cols) + " tok=" + std::to_string(n_tokens) +
-                 " thr=" + std::to_string(threads) + " q=" + QuantDotIsaName(ActiveQuantDotIsa()) +
+  state.SetLabel(what + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                 " tok=" + std::to_string(n_tokens) + " thr=" + std::to_string(threads) +
+                 " q=" + QuantDotIsaName(ActiveQuantDotIsa()) +
                  (BatchInvariantEnabled() ? " batch-invariant" : ""));
   state.counters["weight_GBps"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * bytes.size() / 1e9, benchmark::Counter::kIsRate);
+      static_cast<double>(state.iterations()) * w.nbytes / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOPs"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * 2.0 * rows * cols * n_tokens / 1e9,
       benchmark::Counter::kIsRate);
+}
+
+void BM_MatMul(benchmark::State& state) {
+  const DType dtype = kDtypes[state.range(0)];
+  const int64_t rows = state.range(1), cols = state.range(2);
+  const auto& bytes = Weights(dtype, rows, cols);
+  TensorView w;
+  w.name = "bench";
+  w.dtype = dtype;
+  w.shape = {rows, cols};
+  w.data = bytes.data();
+  w.nbytes = bytes.size();
+  TimeMatMul(state, w, static_cast<int>(state.range(3)), static_cast<int>(state.range(4)),
+             DTypeName(dtype));
 }
 
 void MatMulArgs(benchmark::internal::Benchmark* b) {
@@ -241,8 +249,6 @@ BENCHMARK(BM_MatMul)->Apply(MatMulArgs)->UseRealTime()->Unit(benchmark::kMicrose
 void BM_MatMulRows16(benchmark::State& state) {
   const DType dtype = kDtypes[state.range(0)];
   const int64_t rows = state.range(1), cols = state.range(2);
-  const int n_tokens = static_cast<int>(state.range(3));
-  const int threads = static_cast<int>(state.range(4));
   std::vector<uint8_t> bytes = Weights(dtype, rows, cols);
   TensorView w;
   w.name = "bench";
@@ -254,20 +260,8 @@ void BM_MatMulRows16(benchmark::State& state) {
     state.SkipWithError("not repackable");
     return;
   }
-  std::vector<float> x(n_tokens * cols), y(n_tokens * rows);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> dist;
-  for (auto& v : x) v = dist(rng);
-  ThreadPool* pool = Pool(threads);
-  for (auto _ : state) {
-    MatMul(w, x.data(), n_tokens, y.data(), pool);
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.SetLabel(std::string(DTypeName(dtype)) + " rows16 " + std::to_string(rows) + "x" +
-                 std::to_string(cols) + " tok=" + std::to_string(n_tokens) +
-                 " thr=" + std::to_string(threads) + " q=" + QuantDotIsaName(ActiveQuantDotIsa()));
-  state.counters["weight_GBps"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * bytes.size() / 1e9, benchmark::Counter::kIsRate);
+  TimeMatMul(state, w, static_cast<int>(state.range(3)), static_cast<int>(state.range(4)),
+             std::string(DTypeName(dtype)) + " rows16");
 }
 void Rows16Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"dtype", "rows", "cols", "tok", "thr"});

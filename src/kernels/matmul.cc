@@ -127,29 +127,18 @@ void FillNaN(float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::numeric_limits<float>::quiet_NaN();
 }
 
-// Q4_0 / Q8_0 in 16-row groups (cpu/quant_rows16.h): the AVX512-VNNI kernel
-// when that path is active, else the portable one. REQUIRES: row_begin and
-// n_out multiples of 16 (QuantizedMatMul covers other ranges).
-void Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
-                  int n_tokens, float* y, ThreadPool* pool) {
-  const cpu::QuantKernelTable* table = cpu::GetQuantKernels(ActiveQuantDotIsa());
-  const int corr_offset = cpu::Rows16CorrOffset(w.dtype);
-  const int64_t k = w.cols();
+// x (n_tokens, k) quantized per block of 32 into the scratch (corr too when
+// corr_offset != 0, QuantizedActs::corr; prefetch fields unset).
+cpu::QuantizedActs QuantizeActs(const cpu::QuantKernelTable* table, const float* x, int n_tokens,
+                                int64_t k, int corr_offset, ThreadPool* pool, ActScratch& s) {
   const int64_t nb = k / kQuantBlock;
-  ActScratch& s = Scratch();
   s.qs.resize(static_cast<size_t>(n_tokens * k));
   s.d.resize(static_cast<size_t>(n_tokens * nb));
-  s.corr.resize(static_cast<size_t>(n_tokens * nb * 8));
-  s.csum.resize(static_cast<size_t>(n_tokens * nb));
+  s.corr.resize(corr_offset != 0 ? static_cast<size_t>(n_tokens * nb * 8) : 0);
   RunTokens(n_tokens, pool, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       table->quantize(x + t * k, k, corr_offset, s.qs.data() + t * k, s.d.data() + t * nb,
-                      s.corr.data() + t * nb * 8);
-      for (int64_t b = t * nb; b < (t + 1) * nb; ++b) {
-        int32_t sum = 0;
-        for (int l = 0; l < 8; ++l) sum += s.corr[b * 8 + l];
-        s.csum[b] = sum;
-      }
+                      corr_offset != 0 ? s.corr.data() + t * nb * 8 : nullptr);
     }
   });
   cpu::QuantizedActs acts;
@@ -158,7 +147,27 @@ void Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const f
   acts.nb = nb;
   acts.qs = s.qs.data();
   acts.d = s.d.data();
-  acts.corr = s.corr.data();
+  acts.corr = corr_offset != 0 ? s.corr.data() : nullptr;
+  return acts;
+}
+
+// Q4_0 / Q8_0 in 16-row groups (cpu/quant_rows16.h): the AVX512-VNNI kernel
+// when that path is active, else the portable one. REQUIRES: row_begin and
+// n_out multiples of 16 (QuantizedMatMul covers other ranges).
+void Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
+                  int n_tokens, float* y, ThreadPool* pool) {
+  const int64_t k = w.cols();
+  const int64_t nb = k / kQuantBlock;
+  ActScratch& s = Scratch();
+  cpu::QuantizedActs acts =
+      QuantizeActs(cpu::GetQuantKernels(ActiveQuantDotIsa()), x, n_tokens, k,
+                   cpu::Rows16CorrOffset(w.dtype), pool, s);
+  s.csum.resize(static_cast<size_t>(n_tokens * nb));
+  for (int64_t b = 0; b < n_tokens * nb; ++b) {
+    int32_t sum = 0;
+    for (int l = 0; l < 8; ++l) sum += s.corr[b * 8 + l];
+    s.csum[b] = sum;
+  }
   acts.prefetch_rows = g_prefetch.load(std::memory_order_relaxed) ? 1 : 0;
   cpu::Rows16Fn fn = ActiveQuantDotIsa() == QuantDotIsa::kAvx512Vnni ? cpu::Rows16Avx512(w.dtype)
                                                                      : nullptr;
@@ -198,22 +207,7 @@ void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, cons
   const int64_t k = w.cols();
   const int64_t nb = k / kQuantBlock;
   ActScratch& s = Scratch();
-  s.qs.resize(static_cast<size_t>(n_tokens * k));
-  s.d.resize(static_cast<size_t>(n_tokens * nb));
-  s.corr.resize(corr_offset != 0 ? static_cast<size_t>(n_tokens * nb * 8) : 0);
-  RunTokens(n_tokens, pool, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      table->quantize(x + t * k, k, corr_offset, s.qs.data() + t * k, s.d.data() + t * nb,
-                      corr_offset != 0 ? s.corr.data() + t * nb * 8 : nullptr);
-    }
-  });
-  cpu::QuantizedActs acts;
-  acts.n_tokens = n_tokens;
-  acts.k = k;
-  acts.nb = nb;
-  acts.qs = s.qs.data();
-  acts.d = s.d.data();
-  acts.corr = corr_offset != 0 ? s.corr.data() : nullptr;
+  cpu::QuantizedActs acts = QuantizeActs(table, x, n_tokens, k, corr_offset, pool, s);
   // Stream decode (one token): the kernels read one row at a time, one
   // stream per thread, and prefetch along the row if at all (stream_prefetch);
   // every other call prefetches the rows 4 rows further down. Every kernel

@@ -9,44 +9,12 @@
 
 #include "kernels/cpu/reference.h"
 #include "kernels/dispatch.h"
+#include "kernels/matmul_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/thread_pool.h"
 
 namespace specd::kernels {
 namespace {
-
-struct Matrix {
-  std::vector<uint8_t> bytes;
-  TensorView view;
-};
-
-Matrix MakeQuant(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  Matrix m;
-  const size_t row_bytes = RowBytes(dtype, cols);
-  m.bytes.resize(row_bytes * rows);
-  std::vector<float> row(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (auto& v : row) v = dist(rng) * 0.02f * (1 + r % 7);
-    QuantizeRow(dtype, row.data(), m.bytes.data() + r * row_bytes, cols);
-  }
-  m.view.name = std::string("test.") + DTypeName(dtype);
-  m.view.dtype = dtype;
-  m.view.shape = {rows, cols};
-  m.view.data = m.bytes.data();
-  m.view.nbytes = m.bytes.size();
-  return m;
-}
-
-std::vector<float> MakeActs(int n_tokens, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> x(n_tokens * cols);
-  for (auto& v : x) v = dist(rng);
-  for (int t = 0; t < n_tokens; ++t) x[t * cols + (t * 37) % cols] *= 20.f;
-  return x;
-}
 
 struct Rows16Case {
   QuantDotIsa isa;
@@ -75,7 +43,7 @@ TEST_P(Rows16Test, EqualsSummationOrderReferenceBitwise) {
     SetMatMulSplit(split);
     for (int64_t cols : {32, 96, 160, 2048}) {
       for (int64_t rows : {16, 48, 112}) {
-        Matrix m = MakeQuant(GetParam().dtype, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
+        Weights m = MakeWeights(GetParam().dtype, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
         TensorView orig = m.view;
         std::vector<uint8_t> orig_bytes = m.bytes;
         orig.data = orig_bytes.data();
@@ -114,11 +82,11 @@ TEST_P(Rows16Test, EqualsSummationOrderReferenceBitwise) {
 
 TEST_P(Rows16Test, RepacksOnlyWhatItCanRead) {
   const DType dtype = GetParam().dtype;
-  Matrix odd_rows = MakeQuant(dtype, 40, 64, 1);
+  Weights odd_rows = MakeWeights(dtype, 40, 64, 1);
   EXPECT_FALSE(RepackForMatMul(&odd_rows.view, odd_rows.bytes.data()));
   EXPECT_EQ(odd_rows.view.layout, WeightLayout::kRows);
 
-  Matrix m = MakeQuant(dtype, 32, 64, 2);
+  Weights m = MakeWeights(dtype, 32, 64, 2);
   TensorView f16 = m.view;
   f16.dtype = DType::kF16;
   f16.shape = {16, 64};
@@ -133,7 +101,7 @@ TEST_P(Rows16Test, RepacksOnlyWhatItCanRead) {
   EXPECT_EQ(m.bytes, once);
 
   SetRepack(false);
-  Matrix off = MakeQuant(dtype, 32, 64, 3);
+  Weights off = MakeWeights(dtype, 32, 64, 3);
   EXPECT_FALSE(WantsRepackForMatMul(off.view));
   EXPECT_FALSE(RepackForMatMul(&off.view, off.bytes.data()));
 }
