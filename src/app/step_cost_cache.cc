@@ -58,7 +58,8 @@ Status PrepareStepCosts(Engine& engine, Eagle3Head* head, const SpecOptions& spe
   const int chain = spec.max_auto_depth + 1;
   const int max_tokens = std::max(chain, std::min(64, std::max(1, max_batch) * chain));
   const std::string key = fmt::format(
-      "step costs v3 | model {} | quantize {} | repack {} | draft {} | binary {} | {} | threads {} | tp {} | tokens {}",
+      "step costs v3 | model {} | quantize {} | repack {} | draft {} | binary {} | {} | "
+      "threads {} | tp {} | tokens {}",
       FilesStamp(runner.model_path),
       runner.load.quantize ? static_cast<int>(*runner.load.quantize) : -1, runner.repack,
       draft_model.empty() ? "none" : FilesStamp(draft_model), FilesStamp("/proc/self/exe"),

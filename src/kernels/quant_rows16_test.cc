@@ -43,7 +43,8 @@ TEST_P(Rows16Test, EqualsSummationOrderReferenceBitwise) {
     SetMatMulSplit(split);
     for (int64_t cols : {32, 96, 160, 2048}) {
       for (int64_t rows : {16, 48, 112}) {
-        Weights m = MakeWeights(GetParam().dtype, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
+        Weights m =
+            MakeWeights(GetParam().dtype, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
         TensorView orig = m.view;
         std::vector<uint8_t> orig_bytes = m.bytes;
         orig.data = orig_bytes.data();

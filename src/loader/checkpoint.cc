@@ -148,7 +148,8 @@ void RepackOnLoad(CheckpointBuilder& ck, const LoadOptions& options) {
   Stopwatch sw;
   for (auto& [name, t] : tensors) {
     // kv_b_proj's rows are split per head at load (mla_moe_model.cc).
-    if (!is_matmul_weight(name) || t.data == embed_data || name.find("kv_b_proj") != std::string::npos) {
+    if (!is_matmul_weight(name) || t.data == embed_data ||
+        name.find("kv_b_proj") != std::string::npos) {
       continue;
     }
     uint8_t* bytes = ck.WritableBytes(t);
@@ -159,8 +160,10 @@ void RepackOnLoad(CheckpointBuilder& ck, const LoadOptions& options) {
     if (options.repack_for_matmul(&t, bytes)) ++n;
   }
   if (n > 0 || mapped > 0) {
+    const std::string left =
+        mapped ? fmt::format(" ({} mmap-ed matrices left in the file's layout)", mapped) : "";
     LOG_INFO("load weights", "repacked {} matrices for the matmul kernels in {:.2f} s{}", n,
-             sw.Seconds(), mapped ? fmt::format(" ({} mmap-ed matrices left in the file's layout)", mapped) : "");
+             sw.Seconds(), left);
   }
 }
 

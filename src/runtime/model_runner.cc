@@ -54,7 +54,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
   Stopwatch sw;
   // Off always succeeds; on only where the probe chose AMX (SPECD_AMX=0 and
   // unsupported CPUs stay off, logged once by the probe). Set before loading:
-  // whether Q4_0 is repacked depends on it.
+  // whether Q4_0 / Q8_0 are repacked depends on it.
   kernels::SetAmx(options.amx && GetKernelPaths().amx_int8);
   LoadOptions load = options.load;
   // A rank of a TP group binds slices of columns, which the 16-row groups do

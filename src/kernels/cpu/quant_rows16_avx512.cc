@@ -35,7 +35,9 @@ SPECD_AVX512_TARGET inline void Unpack(const uint8_t* quants, int64_t b, __m512i
   if (kQ8) {
     const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
     #pragma GCC unroll 8
-    for (int c = 0; c < 8; ++c) u[c] = _mm512_xor_si512(_mm512_loadu_si512(quants + b * 512 + c * 64), bias);
+    for (int c = 0; c < 8; ++c) {
+      u[c] = _mm512_xor_si512(_mm512_loadu_si512(quants + b * 512 + c * 64), bias);
+    }
   } else {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     #pragma GCC unroll 4
@@ -57,15 +59,16 @@ SPECD_AVX512_TARGET inline void Block(const uint8_t* scales, const uint8_t* quan
     // Past the matrix's end a prefetch is a no-op, not a fault.
     #pragma GCC unroll 8
     for (int c = 0; c < kQuantBytes / 64; ++c) {
-      _mm_prefetch(reinterpret_cast<const char*>(quants + b * kQuantBytes + c * 64 + kPrefetchBytes),
-                   _MM_HINT_T1);
+      const uint8_t* ahead = quants + b * kQuantBytes + c * 64 + kPrefetchBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
     }
     if ((b & 1) == 0) {
-      _mm_prefetch(reinterpret_cast<const char*>(scales + b * 32 + kPrefetchBytes * 32 / kQuantBytes),
-                   _MM_HINT_T1);
+      const uint8_t* ahead = scales + b * 32 + kPrefetchBytes * 32 / kQuantBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
     }
   }
-  const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * 32)));
+  const __m512 dw =
+      _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * 32)));
   __m512i u[8];
   Unpack<kQ8>(quants, b, u);
   // Vector j pairs with the block's activation dword j (elements 4j ..
