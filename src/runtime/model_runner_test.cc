@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "kernels/dispatch.h"
+#include "model/weight_binding.h"
 #include "modelgen/fixture.h"
 #include "runtime/engine.h"
 #include "runtime/tiny_model_test_util.h"
@@ -130,6 +131,40 @@ TEST(ModelRunnerRepackTest, RepackedQuantizedWeightsRunLikeTheFileLayout) {
     EXPECT_EQ(mmaped, file);
   }
   kernels::ResetRepack();
+  std::filesystem::remove_all(dir);
+}
+
+// A repacked matrix holds whole rows of 16-row groups: binding a column slice
+// of it (what a TP rank would ask) is refused with the tensor's name and the
+// way out, not computed from misread bytes.
+TEST(ModelRunnerRepackTest, SlicingARepackedMatrixIsRefused) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "specd-repack-XXXXXX").string();
+  const std::string dir = ::mkdtemp(tmpl.data());
+  FixtureOptions fo;
+  fo.preset = "tiny";
+  fo.format = "gguf";
+  fo.dtype = DType::kQ4_0;
+  fo.out = dir + "/tiny-q4_0.gguf";
+  ASSERT_TRUE(MakeFixture(fo).ok());
+  kernels::SetRepack(true);
+  LoadOptions lo;
+  lo.use_mmap = false;
+  lo.repack_for_matmul = kernels::RepackForMatMul;
+  auto ck = OpenCheckpoint(fo.out, lo);
+  kernels::ResetRepack();
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  const std::string name = "model.layers.0.self_attn.o_proj.weight";
+  auto w = (*ck)->Get(name);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_EQ(w->layout, WeightLayout::kRows16);
+  const int64_t rows = w->shape[0], cols = w->shape[1];
+  Linear whole, slice;
+  EXPECT_TRUE(BindLinear(**ck, name, rows, cols, 0, rows, 0, cols, &whole).ok());
+  EXPECT_EQ(whole.w.layout, WeightLayout::kRows16);
+  Status s = BindLinear(**ck, name, rows, cols, 0, rows, 0, cols / 2, &slice);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find(name), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("--no-repack"), std::string::npos) << s.message();
   std::filesystem::remove_all(dir);
 }
 

@@ -77,7 +77,8 @@ SPECD_AVX512_TARGET inline void Block(const uint8_t* scales, const uint8_t* quan
   #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     const int8_t* a = act[t] + b * 32;
-    // Two chains halve the vpdpbusd latency chain.
+    // Two chains of 4 vpdpbusd instead of one of 8 (measured the same speed
+    // as one chain on the Zen 4 guest of docs/performance.md).
     __m512i s0 = _mm512_set1_epi32(csum[t][b]);
     __m512i s1 = _mm512_setzero_si512();
     #pragma GCC unroll 4
