@@ -190,7 +190,8 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
   ASSIGN_OR_RETURN(SpecOptions spec, ToSpecOptions(f.spec));
   std::unique_ptr<Eagle3Head> head;
   if (spec.algorithm == SpecAlgorithm::kEagle3) {
-    auto h = Eagle3Head::Create(f.spec.draft_model, runner->model(), ro.load, runner->pool());
+    auto h = Eagle3Head::Create(f.spec.draft_model, runner->model(), runner->load_options(),
+                                 runner->pool());
     if (!h.ok()) return std::move(h).TakeStatus().WithStage("load draft model");
     head = std::move(h).value();
     runner->SetCaptureLayers(head->aux_layers());

@@ -63,7 +63,8 @@ Status ServeOnRank0(const ServeFlags& f, const ResolvedEngineOptions& eo,
   }
   std::unique_ptr<Eagle3Head> head;
   if (so.scheduler.spec.algorithm == SpecAlgorithm::kEagle3) {
-    auto h = Eagle3Head::Create(f.spec.draft_model, runner.model(), eo.runner.load, runner.pool());
+    auto h = Eagle3Head::Create(f.spec.draft_model, runner.model(), runner.load_options(),
+                                 runner.pool());
     if (!h.ok()) return std::move(h).TakeStatus().WithStage("load draft model");
     head = std::move(h).value();
     runner.SetCaptureLayers(head->aux_layers());

@@ -72,11 +72,12 @@ void SetStreamPrefetchBytes(int bytes);
 bool BatchInvariantEnabled();
 void SetBatchInvariant(bool on);
 
-// Whether the model loader repacks Q4_0 / Q8_0 matrices into 16-row
-// groups
-// (kernels::RepackForMatMul): default on where the active quantized path is
-// AVX512-VNNI without AMX (the kernels that read that layout fastest);
-// --no-repack turns it off (the A/B baseline). Same outputs either way.
+// Whether the model loader repacks matrices into 16-row groups
+// (kernels::RepackForMatMul). Default: Q4_0 / Q8_0 where the active quantized
+// path is AVX512-VNNI without AMX, BF16 where the BF16 path is AVX512-BF16
+// without AMX-BF16 (the kernels that read that layout fastest); --no-repack
+// turns it off (the A/B baseline). Same outputs either way. true: every
+// dtype that has a kernel over the groups (BF16 only on the AVX512-BF16 path).
 bool RepackEnabled();
 void SetRepack(bool on);
 void ResetRepack();  // back to the default above

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "base/logging.h"
 #include "kernels/cpu/bf16_amx.h"
 #include "kernels/cpu/bf16_avx512.h"
+#include "kernels/cpu/bf16_rows16.h"
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/int4_kernels.h"
 #include "kernels/cpu/quant_rows16.h"
@@ -183,22 +185,31 @@ void Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const f
       cpu::kRows16);
 }
 
+// A matrix in 16-row groups: run(g0, n, out) computes rows [g0, g0 + n) of
+// whole groups into out (n_tokens, n). A range off the 16-row grid computes
+// the groups that cover it, then copies its rows (each output is the same
+// whichever group range computes it).
+void OnRowGroups(int64_t row_begin, int64_t n_out, int n_tokens, float* y,
+                 const std::function<void(int64_t, int64_t, float*)>& run) {
+  if (row_begin % cpu::kRows16 == 0 && n_out % cpu::kRows16 == 0) {
+    run(row_begin, n_out, y);
+    return;
+  }
+  const int64_t g0 = row_begin / cpu::kRows16 * cpu::kRows16;
+  const int64_t g1 = (row_begin + n_out + cpu::kRows16 - 1) / cpu::kRows16 * cpu::kRows16;
+  std::vector<float> full(static_cast<size_t>(n_tokens * (g1 - g0)));
+  run(g0, g1 - g0, full.data());
+  for (int t = 0; t < n_tokens; ++t) {
+    std::copy_n(full.data() + t * (g1 - g0) + (row_begin - g0), n_out, y + t * n_out);
+  }
+}
+
 void QuantizedMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
                      int n_tokens, float* y, ThreadPool* pool) {
   if (w.layout == WeightLayout::kRows16) {
-    if (row_begin % cpu::kRows16 == 0 && n_out % cpu::kRows16 == 0) {
-      Rows16MatMul(w, row_begin, n_out, x, n_tokens, y, pool);
-      return;
-    }
-    // A range off the 16-row grid: the whole groups that cover it, then its
-    // rows (each output is the same whichever group range computes it).
-    const int64_t g0 = row_begin / cpu::kRows16 * cpu::kRows16;
-    const int64_t g1 = (row_begin + n_out + cpu::kRows16 - 1) / cpu::kRows16 * cpu::kRows16;
-    std::vector<float> full(static_cast<size_t>(n_tokens * (g1 - g0)));
-    Rows16MatMul(w, g0, g1 - g0, x, n_tokens, full.data(), pool);
-    for (int t = 0; t < n_tokens; ++t) {
-      std::copy_n(full.data() + t * (g1 - g0) + (row_begin - g0), n_out, y + t * n_out);
-    }
+    OnRowGroups(row_begin, n_out, n_tokens, y, [&](int64_t g0, int64_t n, float* out) {
+      Rows16MatMul(w, g0, n, x, n_tokens, out, pool);
+    });
     return;
   }
   const cpu::QuantKernelTable* table = cpu::GetQuantKernels(ActiveQuantDotIsa());
@@ -322,6 +333,38 @@ void Int4MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const flo
   });
 }
 
+// BF16 in 16-row groups (cpu/bf16_rows16.h): the AVX512-BF16 kernel when
+// that path is active, else the portable one (same summation order).
+void Bf16Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
+                      int n_tokens, float* y, ThreadPool* pool) {
+  const int64_t k = w.cols();
+  const int64_t ldx = (k + 31) / 32 * 32;
+  ActScratch& s = Scratch();
+  s.bf16.resize(static_cast<size_t>(n_tokens * ldx));
+  const bool avx = ActiveBf16Path() == Bf16DotPath::kAvx512Bf16;
+  cpu::Bf16Rows16Fn fn = avx ? cpu::Bf16Rows16Avx512() : nullptr;
+  for (int t = 0; t < n_tokens; ++t) {
+    if (fn != nullptr) {
+      cpu::ConvertToBF16Avx512(x + t * k, k, ldx, s.bf16.data() + t * ldx);
+    } else {
+      cpu::ConvertToBF16Scalar(x + t * k, k, ldx, s.bf16.data() + t * ldx);
+    }
+  }
+  if (fn == nullptr) fn = cpu::Bf16Rows16Scalar;
+  const bool prefetch = g_prefetch.load(std::memory_order_relaxed);
+  const size_t group_bytes = static_cast<size_t>(cpu::kRows16) * w.row_bytes();
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  OnRowGroups(row_begin, n_out, n_tokens, y, [&](int64_t g0, int64_t n, float* out) {
+    RunRows(
+        n, k * n_tokens, pool,
+        [&](int64_t r0, int64_t r1) {
+          fn(base + (g0 + r0) / cpu::kRows16 * group_bytes, (r1 - r0) / cpu::kRows16, k,
+             s.bf16.data(), ldx, n_tokens, out + r0, n, prefetch);
+        },
+        cpu::kRows16);
+  });
+}
+
 // From this many tokens a BF16 matmul goes to the AMX-BF16 tile kernel when
 // AMX is on and the CPU has AMX-BF16 (same bf16-rounded activations as the
 // AVX512-BF16 path).
@@ -373,25 +416,56 @@ void SetStreamPrefetchBytes(int bytes) {
   g_stream_prefetch.store(std::max(0, bytes), std::memory_order_relaxed);
 }
 
+namespace {
+
+// The defaults of RepackEnabled, per dtype: where the kernels that read the
+// 16-row groups are the active path and AMX (whose tile kernels read the
+// file's rows) is off or lacks that dtype.
+bool QuantRepackDefault() {
+  return ActiveQuantDotIsa() == QuantDotIsa::kAvx512Vnni && !AmxActive() &&
+         cpu::Rows16Avx512(DType::kQ4_0) != nullptr;
+}
+bool Bf16RepackDefault() {
+  return ActiveBf16Path() == Bf16DotPath::kAvx512Bf16 && cpu::Bf16Rows16Avx512() != nullptr &&
+         !(AmxActive() && GetCpuFeatures().amx_bf16);
+}
+
+}  // namespace
+
 bool RepackEnabled() {
   const int v = g_repack.load(std::memory_order_relaxed);
   if (v >= 0) return v == 1;
   EnsureKernelPathsInitialized();
-  return ActiveQuantDotIsa() == QuantDotIsa::kAvx512Vnni && !AmxActive() &&
-         cpu::Rows16Avx512(DType::kQ4_0) != nullptr;
+  return QuantRepackDefault() || Bf16RepackDefault();
 }
 void SetRepack(bool on) { g_repack.store(on ? 1 : 0, std::memory_order_relaxed); }
 void ResetRepack() { g_repack.store(-1, std::memory_order_relaxed); }
 
 bool WantsRepackForMatMul(const TensorView& w) {
-  return (w.dtype == DType::kQ4_0 || w.dtype == DType::kQ8_0) && w.shape.size() == 2 &&
-         w.layout == WeightLayout::kRows &&
-         w.rows() % cpu::kRows16 == 0 && w.cols() % kQuantBlock == 0 && RepackEnabled();
+  if (w.shape.size() != 2 || w.layout != WeightLayout::kRows || w.rows() % cpu::kRows16 != 0) {
+    return false;
+  }
+  EnsureKernelPathsInitialized();
+  const int v = g_repack.load(std::memory_order_relaxed);
+  if (w.dtype == DType::kQ4_0 || w.dtype == DType::kQ8_0) {
+    return w.cols() % kQuantBlock == 0 && (v >= 0 ? v == 1 : QuantRepackDefault());
+  }
+  // BF16 only where its AVX512-BF16 kernel runs: the portable kernel over the
+  // groups does not sum in the order of the portable row kernel.
+  if (w.dtype == DType::kBF16) {
+    return w.cols() % 2 == 0 && ActiveBf16Path() == Bf16DotPath::kAvx512Bf16 &&
+           cpu::Bf16Rows16Avx512() != nullptr && (v >= 0 ? v == 1 : Bf16RepackDefault());
+  }
+  return false;
 }
 
 bool RepackForMatMul(TensorView* w, uint8_t* data) {
   if (!WantsRepackForMatMul(*w)) return false;
-  cpu::RepackRows16(w->dtype, data, w->rows(), w->cols() / kQuantBlock);
+  if (w->dtype == DType::kBF16) {
+    cpu::RepackBf16Rows16(data, w->rows(), w->cols());
+  } else {
+    cpu::RepackRows16(w->dtype, data, w->rows(), w->cols() / kQuantBlock);
+  }
   w->data = data;
   w->layout = WeightLayout::kRows16;
   return true;
@@ -412,6 +486,10 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
       Int4MatMul(w, row_begin, n_out, x, n_tokens, y, pool);
       return;
     case DType::kBF16:
+      if (w.layout == WeightLayout::kRows16) {
+        Bf16Rows16MatMul(w, row_begin, n_out, x, n_tokens, y, pool);
+        return;
+      }
       if (ActiveBf16Path() == Bf16DotPath::kAvx512Bf16) {
         Bf16MatMulAvx512(w, row_begin, n_out, x, n_tokens, y, pool);
         return;

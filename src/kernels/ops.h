@@ -26,8 +26,9 @@ void MatMul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
 void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const float* x,
                 int n_tokens, float* y, ThreadPool* pool);
 
-// Whether RepackForMatMul would repack `w` now: Q4_0 or Q8_0, 2-D, rows a
-// multiple of 16, row layout, and RepackEnabled().
+// Whether RepackForMatMul would repack `w` now: 2-D, rows a multiple of 16,
+// row layout, and Q4_0 / Q8_0 (columns a multiple of 32) or BF16 (even
+// columns, the AVX512-BF16 path active), per RepackEnabled()'s rules.
 bool WantsRepackForMatMul(const TensorView& w);
 // Rewrites `w`'s bytes (which `data` must point to, writable) into the layout
 // its matmul kernels read fastest and sets w->layout; false (nothing changed)

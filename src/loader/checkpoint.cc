@@ -141,7 +141,7 @@ void RepackOnLoad(CheckpointBuilder& ck, const LoadOptions& options) {
   const auto embed = tensors.find("model.embed_tokens.weight");
   const void* embed_data = embed == tensors.end() ? nullptr : embed->second.data;
   auto is_matmul_weight = [](const std::string& name) {
-    return name == "lm_head.weight" ||
+    return name == "lm_head.weight" || name == "fc.weight" ||
            (name.size() > 12 && name.compare(name.size() - 12, 12, "_proj.weight") == 0);
   };
   int n = 0, mapped = 0;

@@ -40,8 +40,9 @@ StatusOr<std::unique_ptr<CheckpointBuilder>> OpenGgufFile(const std::string& ggu
 // Q8_0/Q4_0 copy (LoadOptions::quantize).
 Status QuantizeOnLoad(CheckpointBuilder& ck, DType dtype);
 
-// Applies LoadOptions::repack_for_matmul to the linear layers' weights and an
-// untied LM head that the checkpoint holds in writable memory.
+// Applies LoadOptions::repack_for_matmul to the linear layers' weights
+// (*_proj.weight, an EAGLE-3 head's fc.weight) and an untied LM head that the
+// checkpoint holds in writable memory.
 void RepackOnLoad(CheckpointBuilder& ck, const LoadOptions& options);
 
 }  // namespace specd

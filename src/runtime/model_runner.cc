@@ -68,6 +68,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
   auto ckpt = OpenCheckpoint(options.model_path, load);
   if (!ckpt.ok()) return std::move(ckpt).TakeStatus().WithStage("load weights");
   r->ckpt_ = std::move(ckpt).value();
+  r->load_ = load;
   const ModelConfig& c = r->ckpt_->config();
   bool quantized = false;
   size_t weight_bytes = 0;

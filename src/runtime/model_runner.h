@@ -55,7 +55,7 @@ struct RunnerOptions {
   // AMX tile kernels for Q8_0/Q4_0/BF16 matmuls of many tokens, where the CPU
   // and OS allow them (false: AVX512-VNNI / AVX512-BF16).
   bool amx = true;
-  // Repack Q4_0 / Q8_0 matrices at load into the layout the active kernels read
+  // Repack Q4_0 / Q8_0 / BF16 matrices at load into the layout the active kernels read
   // fastest (kernels::RepackForMatMul; only where RepackEnabled(), in
   // anonymous memory, one rank). false: the file's layout (--no-repack).
   bool repack = true;
@@ -83,6 +83,9 @@ class ModelRunner {
 
   const ModelConfig& config() const { return model_->config(); }
   const Checkpoint& checkpoint() const { return *ckpt_; }
+  // The options the weights were loaded with (RunnerOptions::load, plus the
+  // repack hook where it applies): a draft model loads with them too.
+  const LoadOptions& load_options() const { return load_; }
   Model& model() { return *model_; }
   KvCache& kv() { return *kv_; }
   Communicator* comm() { return comm_; }
@@ -93,6 +96,7 @@ class ModelRunner {
  private:
   ModelRunner() = default;
   std::unique_ptr<Checkpoint> ckpt_;
+  LoadOptions load_;
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvCache> kv_;

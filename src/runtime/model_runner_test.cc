@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "kernels/dispatch.h"
@@ -81,21 +82,27 @@ TEST_F(ModelRunnerTest, WireFormatRunsLikeTheOriginalAndEngineMatchesExecute) {
   EXPECT_EQ(engine.kv().used_pages(), 0);
 }
 
-// Q4_0 / Q8_0 weights repacked at load (RepackForMatMul, forced on so every
-// CPU runs it) give the logits of the file's layout bit for bit; only the
-// linear layers in anonymous memory are repacked, never the embedding table.
-TEST(ModelRunnerRepackTest, RepackedQuantizedWeightsRunLikeTheFileLayout) {
+// Q4_0 / Q8_0 and BF16 weights repacked at load (RepackForMatMul, forced on
+// so every CPU runs it; BF16 where the AVX512-BF16 path runs) give the logits
+// of the file's layout bit for bit; only the linear layers in anonymous memory
+// are repacked, never the embedding table.
+TEST(ModelRunnerRepackTest, RepackedWeightsRunLikeTheFileLayout) {
   std::string tmpl = (std::filesystem::temp_directory_path() / "specd-repack-XXXXXX").string();
   const std::string dir = ::mkdtemp(tmpl.data());
   kernels::SetRepack(true);
   std::unique_ptr<Communicator> comm = NewLocalCommunicator();
-  for (DType dtype : {DType::kQ4_0, DType::kQ8_0}) {
+  for (DType dtype : {DType::kQ4_0, DType::kQ8_0, DType::kBF16}) {
     SCOPED_TRACE(DTypeName(dtype));
+    const bool bf16 = dtype == DType::kBF16;
+    if (bf16 && kernels::ActiveBf16Path() != Bf16DotPath::kAvx512Bf16) {
+      std::printf("BF16 repack not run: this CPU lacks AVX512-BF16\n");
+      continue;
+    }
     FixtureOptions fo;
     fo.preset = "tiny";
-    fo.format = "gguf";
+    fo.format = bf16 ? "safetensors" : "gguf";
     fo.dtype = dtype;
-    fo.out = dir + "/tiny-" + DTypeName(dtype) + ".gguf";
+    fo.out = dir + "/tiny-" + DTypeName(dtype) + (bf16 ? "" : ".gguf");
     fo.seed = 11;
     ASSERT_TRUE(MakeFixture(fo).ok());
     auto run = [&](bool repack, bool mmap, int* n_repacked) {

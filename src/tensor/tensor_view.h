@@ -15,8 +15,9 @@
 namespace specd {
 
 // How a matrix's bytes are arranged. kRows: the file's row-major rows (row()
-// addresses them). kRows16: Q4_0 / Q8_0 rows repacked at load in interleaved
-// groups of 16 (kernels::RepackForMatMul; kernels/cpu/quant_rows16.h), the
+// addresses them). kRows16: Q4_0 / Q8_0 / BF16 rows repacked at load in
+// interleaved groups of 16 (kernels::RepackForMatMul; kernels/cpu/
+// quant_rows16.h, bf16_rows16.h), the
 // same bytes in all; only kernels::MatMul / MatMulRows read it, and row()
 // addresses a row only at multiples of 16 (the start of its group).
 enum class WeightLayout : uint8_t { kRows, kRows16 };
