@@ -3,7 +3,9 @@
 #include <hwy/targets.h>
 
 #include <atomic>
+#include <cmath>
 #include <mutex>
+#include <vector>
 
 #include "kernels/cpu/bf16_avx512.h"
 #include "kernels/cpu/float_ops.h"
@@ -102,10 +104,33 @@ void RmsNorm(const float* x, const float* w, int n_tokens, int dim, float eps, f
   cpu::RmsNormF(x, w, n_tokens, dim, eps, out);
 }
 
+void RopeAngles(const int32_t* pos, int n_tokens, const float* inv_freq, int head_dim,
+                std::vector<float>* angles) {
+  const int half = head_dim / 2;
+  angles->resize(static_cast<size_t>(n_tokens) * head_dim);
+  for (int t = 0; t < n_tokens; ++t) {
+    float* c = angles->data() + static_cast<size_t>(t) * head_dim;
+    // Angles in f64: pos * inv_freq reaches 1e5 rad at long context, where an
+    // f32 angle would be off by ~1e-2 rad.
+    for (int i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(pos[t]) * inv_freq[i];
+      c[i] = static_cast<float>(std::cos(angle));
+      c[half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+void RopeWithAngles(float* x, int n_tokens, int n_heads, int head_dim, const float* angles,
+                    bool interleaved) {
+  EnsureKernelPathsInitialized();
+  cpu::RopeRotateF(x, n_tokens, n_heads, head_dim, angles, interleaved);
+}
+
 void Rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,
           const float* inv_freq, bool interleaved) {
-  EnsureKernelPathsInitialized();
-  cpu::RopeF(x, n_tokens, n_heads, head_dim, pos, inv_freq, interleaved);
+  thread_local std::vector<float> angles;
+  RopeAngles(pos, n_tokens, inv_freq, head_dim, &angles);
+  RopeWithAngles(x, n_tokens, n_heads, head_dim, angles.data(), interleaved);
 }
 
 void SwiGLU(const float* gate, const float* up, int64_t n, float* out) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/thread_pool.h"
 #include "tensor/tensor_view.h"
@@ -45,6 +46,14 @@ void RmsNorm(const float* x, const float* w, int n_tokens, int dim, float eps, f
 // interleaved=false pairs (i, i+head_dim/2) (HF rotate_half); true pairs (2i, 2i+1).
 void Rope(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,
           const float* inv_freq, bool interleaved);
+// Rope in two halves, so that a forward pass computes each token's cos / sin
+// once for all its layers: angles (n_tokens, head_dim) holds cos(pos[t] *
+// inv_freq[i]) at [t][i] and sin at [t][head_dim / 2 + i] (angle in f64);
+// RopeWithAngles rotates by them (the outputs of Rope bit for bit).
+void RopeAngles(const int32_t* pos, int n_tokens, const float* inv_freq, int head_dim,
+                std::vector<float>* angles);
+void RopeWithAngles(float* x, int n_tokens, int n_heads, int head_dim, const float* angles,
+                    bool interleaved);
 
 // out = silu(gate) * up, elementwise over n values. out may alias gate.
 void SwiGLU(const float* gate, const float* up, int64_t n, float* out);

@@ -170,7 +170,6 @@ void MlaMoeModel::Attention(const Layer& L, int l, const std::vector<SeqInput>& 
             dv = m.v_head_dim, qkd = m.qk_head_dim(), W = m.latent_dim();
   const bool interleaved = config_.rope_style == RopeStyle::kInterleaved;
   const float* xn = xn_.data();
-  const int32_t* pos = pos_.data();
   OpProfile* prof = profile_;
 
   float* q = Grow(q_, size_t(T) * nh * qkd);
@@ -199,14 +198,14 @@ void MlaMoeModel::Attention(const Layer& L, int l, const std::vector<SeqInput>& 
                        lat + size_t(t) * W);
       std::memcpy(rot + size_t(t) * dr, kva + size_t(t) * W + R, sizeof(float) * dr);
     }
-    kernels::Rope(rot, T, 1, dr, pos, inv_freq_.data(), interleaved);
+    kernels::RopeWithAngles(rot, T, 1, dr, rope_angles_.data(), interleaved);
     for (int t = 0; t < T; ++t)
       std::memcpy(lat + size_t(t) * W + R, rot + size_t(t) * dr, sizeof(float) * dr);
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < nh; ++h)
         std::memcpy(rot + (size_t(t) * nh + h) * dr, q + (size_t(t) * nh + h) * qkd + dn,
                     sizeof(float) * dr);
-    kernels::Rope(rot, T, nh, dr, pos, inv_freq_.data(), interleaved);
+    kernels::RopeWithAngles(rot, T, nh, dr, rope_angles_.data(), interleaved);
     const float s = q_scale_ * rope_scale2_;
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < nh; ++h) {
@@ -338,6 +337,10 @@ Status MlaMoeModel::Forward(const std::vector<SeqInput>& batch, KvCache* kv, For
   ASSIGN_OR_RETURN(BatchLayout layout, LayoutBatch(batch, kv));
   const int T = layout.T;
   Embed(batch, layout);
+  {
+    OpTimer timer(profile_, ProfOp::kRope);
+    kernels::RopeAngles(pos_.data(), T, inv_freq_.data(), c.mla.qk_rope_head_dim, &rope_angles_);
+  }
   moe_stats_ = MoeStepStats{};
   moe_stats_.tokens = T;
   if (!capture_.empty()) out->aux_hidden.assign(size_t(T) * capture_.size() * H, 0.f);

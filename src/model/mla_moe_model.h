@@ -87,6 +87,7 @@ class MlaMoeModel : public Model {
 
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;
+  std::vector<float> rope_angles_;  // this forward's (kernels::RopeAngles)
   float q_scale_ = 1.f;     // folds the softmax scale into q̃ (the kernel scales by 1/sqrt(R + dr))
   float rope_scale2_ = 1.f; // YaRN attention factor², applied to q̃'s RoPE part
   size_t expert_bytes_ = 0;

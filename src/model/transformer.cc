@@ -95,6 +95,10 @@ Status Transformer::Forward(const std::vector<SeqInput>& batch, KvCache* kv, For
 
   const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
   {
+    OpTimer timer(prof, ProfOp::kRope);
+    kernels::RopeAngles(pos, T, inv_freq_.data(), hd, &rope_angles_);
+  }
+  {
     OpTimer timer(prof, ProfOp::kNorm);
     kernels::RmsNorm(x, layers_[0].attn_norm.data(), T, H, c.norm_eps, xn);
   }
@@ -117,8 +121,8 @@ Status Transformer::Forward(const std::vector<SeqInput>& batch, KvCache* kv, For
     }
     {
       OpTimer timer(prof, ProfOp::kRope);
-      kernels::Rope(q, T, nq, hd, pos, inv_freq_.data(), interleaved);
-      kernels::Rope(k, T, nkv, hd, pos, inv_freq_.data(), interleaved);
+      kernels::RopeWithAngles(q, T, nq, hd, rope_angles_.data(), interleaved);
+      kernels::RopeWithAngles(k, T, nkv, hd, rope_angles_.data(), interleaved);
     }
     for (size_t s = 0; s < batch.size(); ++s) {
       OpTimer timer(prof, ProfOp::kAttention);

@@ -43,6 +43,7 @@ class Transformer : public Model {
 
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;
+  std::vector<float> rope_angles_;  // this forward's (kernels::RopeAngles)
   std::vector<float> q_, k_, v_, att_, o_, gate_, up_;
 };
 

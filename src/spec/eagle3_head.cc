@@ -167,8 +167,10 @@ Status Eagle3Head::Forward(State* st, const std::vector<int32_t>& tokens, const 
   kernels::MatMul(wq_, x.data(), n, q.data(), pool_);
   kernels::MatMul(wk_, x.data(), n, k.data(), pool_);
   kernels::MatMul(wv_, x.data(), n, v.data(), pool_);
-  kernels::Rope(q.data(), n, nh, hd, pos.data(), inv_freq_.data(), interleaved_rope_);
-  kernels::Rope(k.data(), n, nkv, hd, pos.data(), inv_freq_.data(), interleaved_rope_);
+  std::vector<float> angles;
+  kernels::RopeAngles(pos.data(), n, inv_freq_.data(), hd, &angles);
+  kernels::RopeWithAngles(q.data(), n, nh, hd, angles.data(), interleaved_rope_);
+  kernels::RopeWithAngles(k.data(), n, nkv, hd, angles.data(), interleaved_rope_);
   st->k.insert(st->k.end(), k.begin(), k.end());
   st->v.insert(st->v.end(), v.begin(), v.end());
   st->length += n;

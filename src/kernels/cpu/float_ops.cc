@@ -381,22 +381,16 @@ void RmsNormImpl(const float* x, const float* w, int n_tokens, int dim, float ep
   }
 }
 
-void RopeImpl(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,
-              const float* inv_freq, bool interleaved) {
+// x (n_tokens, n_heads, head_dim) rotated by angles (n_tokens, head_dim):
+// token t's cos at angles + t * head_dim, its sin head_dim / 2 further.
+void RopeRotateImpl(float* x, int n_tokens, int n_heads, int head_dim, const float* angles,
+                    bool interleaved) {
   const DF d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
   const int half = head_dim / 2;
-  std::vector<float> cs(static_cast<size_t>(head_dim));
-  float* c = cs.data();
-  float* s = cs.data() + half;
   for (int t = 0; t < n_tokens; ++t) {
-    // Angles in f64: pos * inv_freq reaches 1e5 rad at long context, where an
-    // f32 angle would be off by ~1e-2 rad.
-    for (int i = 0; i < half; ++i) {
-      double angle = static_cast<double>(pos[t]) * inv_freq[i];
-      c[i] = static_cast<float>(std::cos(angle));
-      s[i] = static_cast<float>(std::sin(angle));
-    }
+    const float* c = angles + static_cast<int64_t>(t) * head_dim;
+    const float* s = c + half;
     for (int h = 0; h < n_heads; ++h) {
       float* v = x + (static_cast<int64_t>(t) * n_heads + h) * head_dim;
       if (interleaved) {
@@ -750,7 +744,7 @@ HWY_EXPORT(MatRowsF32Impl);
 HWY_EXPORT(MatRowsF16Impl);
 HWY_EXPORT(MatRowsBF16Impl);
 HWY_EXPORT(RmsNormImpl);
-HWY_EXPORT(RopeImpl);
+HWY_EXPORT(RopeRotateImpl);
 HWY_EXPORT(SwiGLUImpl);
 HWY_EXPORT(SoftmaxImpl);
 HWY_EXPORT(ArgmaxImpl);
@@ -773,9 +767,9 @@ void MatRowsBF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, 
 void RmsNormF(const float* x, const float* w, int n_tokens, int dim, float eps, float* out) {
   HWY_DYNAMIC_DISPATCH(RmsNormImpl)(x, w, n_tokens, dim, eps, out);
 }
-void RopeF(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,
-           const float* inv_freq, bool interleaved) {
-  HWY_DYNAMIC_DISPATCH(RopeImpl)(x, n_tokens, n_heads, head_dim, pos, inv_freq, interleaved);
+void RopeRotateF(float* x, int n_tokens, int n_heads, int head_dim, const float* angles,
+                 bool interleaved) {
+  HWY_DYNAMIC_DISPATCH(RopeRotateImpl)(x, n_tokens, n_heads, head_dim, angles, interleaved);
 }
 void SwiGLUF(const float* gate, const float* up, int64_t n, float* out) {
   HWY_DYNAMIC_DISPATCH(SwiGLUImpl)(gate, up, n, out);

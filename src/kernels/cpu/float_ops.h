@@ -32,8 +32,9 @@ void MatRowsBF16(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t k, 
                  int n_tokens, float* y, int64_t ldy, const DecodeReads& reads);
 
 void RmsNormF(const float* x, const float* w, int n_tokens, int dim, float eps, float* out);
-void RopeF(float* x, int n_tokens, int n_heads, int head_dim, const int32_t* pos,
-           const float* inv_freq, bool interleaved);
+// Rotates by precomputed angles (kernels::RopeAngles's table).
+void RopeRotateF(float* x, int n_tokens, int n_heads, int head_dim, const float* angles,
+                 bool interleaved);
 void SwiGLUF(const float* gate, const float* up, int64_t n, float* out);
 void SoftmaxF(float* x, int64_t n);
 int64_t ArgmaxF(const float* x, int64_t n);
