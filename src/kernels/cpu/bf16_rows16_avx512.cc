@@ -79,7 +79,7 @@ SPECD_BF16_TARGET inline int64_t TailVector(const uint8_t* q, const int32_t* con
 // Lane block b of one group for T tokens: returns s_l = acc(0, l) + acc(1, l)
 // for its 4 lanes in s[4 t + i]; advances q past the block's chunks.
 template <int T, bool kPrefetch>
-SPECD_BF16_TARGET inline void Block(const uint8_t*& q, int64_t np, int b,
+SPECD_BF16_TARGET __attribute__((always_inline)) inline void Block(const uint8_t*& q, int64_t np, int b,
                                     const int32_t* const* x, __m512* s) {
   const int64_t n_full = np / 16;
   const int tail = static_cast<int>(np % 16) - 4 * b;  // lanes of the block in a partial vector
