@@ -21,7 +21,7 @@ constexpr double kPlainDecay = 0.99;
 constexpr double kMargin = 0.05;
 // How much an exploring choice may lose by the plain estimates: a draft that
 // is hoped for, not one the estimates already call a loss.
-constexpr double kExploreLoss = 0.05;
+constexpr double kExploreLoss = 0.10;
 
 }  // namespace
 

@@ -123,19 +123,28 @@ TEST(ChooseDepthsTest, OptimismTriesAnUncertainDraftUntilRejectionsSettleIt) {
   // What it reports is the plain estimate, not the optimistic one.
   EXPECT_DOUBLE_EQ(explore.expected_tokens, m.ExpectedTokens(1));
   // Rejected: the plain estimate (p = 1/3) now predicts 0.89x, a loss past
-  // what exploring may cost, though the optimistic one would still try.
+  // what exploring may cost (0.90x), though the optimistic one would still
+  // try.
   m.Observe(1, 0);
   EXPECT_GT(m.ExpectedTokens(1, kDraftOptimism) / 1.5, 1.05);
   EXPECT_EQ(ChooseDepths(c, {&m}, {1}, 0, kDraftOptimism).depth[0], 0);
-  // Plain steps age that evidence: about 100 steps later (when p is back to
-  // 0.425, 0.95x by the plain estimate) it tries again.
+  // Plain steps age that evidence: about 16 steps later (when p is back to
+  // 0.35, 0.90x by the plain estimate) it tries again.
   int plain_steps = 0;
   while (ChooseDepths(c, {&m}, {1}, 0, kDraftOptimism).depth[0] == 0 && plain_steps < 2000) {
     m.Age();
     ++plain_steps;
   }
-  EXPECT_GT(plain_steps, 80);
-  EXPECT_LT(plain_steps, 130);
+  EXPECT_GT(plain_steps, 10);
+  EXPECT_LT(plain_steps, 25);
+  // Rejected again, it waits longer: the evidence against drafting adds up.
+  m.Observe(1, 0);
+  int plain_steps2 = 0;
+  while (ChooseDepths(c, {&m}, {1}, 0, kDraftOptimism).depth[0] == 0 && plain_steps2 < 2000) {
+    m.Age();
+    ++plain_steps2;
+  }
+  EXPECT_GT(plain_steps2, 2 * plain_steps);
   // Accepted 70 % of the time, it keeps drafting.
   AcceptanceModel good(1);
   std::mt19937 rng(9);
