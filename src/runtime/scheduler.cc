@@ -656,10 +656,12 @@ Status Scheduler::RunBatch() {
       r.stats.target_forwards++;
       int32_t t;
       bool sampled;
+      Stopwatch plain;
       {
         OpTimer timer(&prof, ProfOp::kSampling);
         sampled = SampleRow(r, logits, r.n_kv - 1, &t);
       }
+      double plain_s = plain.Seconds();
       if (sampled) EmitTokens(r, {t}, out_.logits.data(), {row0}, now);
       emitted += sampled ? 1 : 0;
       if (r.spec && sampled) {
@@ -669,7 +671,15 @@ Status Scheduler::RunBatch() {
         if (hist.empty()) hist.resize(1, 0);
         hist[0]++;
         ++spec_seqs;
-        if (!r.done()) r.spec->AcceptPlain(aux, t, r.n_kv - 1);
+        if (!r.done()) {
+          Stopwatch accept;
+          r.spec->AcceptPlain(aux, t, r.n_kv - 1);
+          plain_s += accept.Seconds();
+        }
+        // What the plain step cost besides the forward and emitting its
+        // token, against which a draft's verification and feeding is priced.
+        if (StepCosts* costs = engine_->mutable_step_costs(); costs && options_.spec.auto_shape)
+          costs->ObservePlain(plain_s);
       }
     }
     if (!s.ok()) FailRequest(r, s);

@@ -21,7 +21,7 @@ constexpr double kPlainDecay = 0.99;
 constexpr double kMargin = 0.05;
 // How much an exploring choice may lose by the plain estimates: a draft that
 // is hoped for, not one the estimates already call a loss.
-constexpr double kExploreLoss = 0.10;
+constexpr double kExploreLoss = 0.05;
 
 }  // namespace
 
@@ -57,8 +57,14 @@ void StepCosts::Observe(int n, double seconds) {
 void StepCosts::ObserveDraft(int depth, double seconds) {
   constexpr double kWeight = 0.1;
   if (!learn || depth < 1 || !(seconds >= 0)) return;
-  const double first = std::max(0.0, seconds / scale - (depth - 1) * draft_step);
+  const double first = std::max(0.0, (seconds - plain_extra) / scale - (depth - 1) * draft_step);
   draft_first += kWeight * (first - draft_first);
+}
+
+void StepCosts::ObservePlain(double seconds) {
+  constexpr double kWeight = 0.1;
+  if (!learn || !(seconds >= 0)) return;
+  plain_extra += kWeight * (seconds - plain_extra);
 }
 
 std::string StepCosts::Summary() const {
@@ -305,10 +311,16 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
   // say it loses at most kExploreLoss against plain steps. Where no draft the
   // search weighed came that close, none will (a plain step, the common case
   // where drafts do not pay, runs one search).
-  if (optimism <= 0 || drafts(c) || best_draft < 1 - kExploreLoss) return c;
+  if (optimism <= 0 || drafts(c)) return c;
+  // Thin evidence: one verified draft of the sequence's own.
+  const auto thin = [](const AcceptanceModel* m) { return m->observations() == 1; };
+  if (best_draft < 1 - kExploreLoss && std::none_of(seqs.begin(), seqs.end(), thin)) return c;
   double unused;
   DepthChoice explore = SearchDepths(costs, seqs, max_depth, other_tokens, optimism, &unused);
-  if (drafts(explore) && explore.predicted_speedup() >= 1 - kExploreLoss) return explore;
+  if (!drafts(explore)) return c;
+  bool all_thin = true;  // every drafting sequence
+  for (size_t i = 0; i < seqs.size(); ++i) all_thin &= explore.depth[i] == 0 || thin(seqs[i]);
+  if (all_thin || explore.predicted_speedup() >= 1 - kExploreLoss) return explore;
   return c;
 }
 

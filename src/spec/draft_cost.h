@@ -17,6 +17,7 @@
 // slower than plain decoding by the model's own estimate.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,11 @@ struct StepCosts {
   // newest accepted rows it was not fed (Speculator::kMaxPendingRows), which
   // the first draft after the stretch pays (0: n-gram).
   double catch_up = 0;
+  // What a plain step of a speculating sequence costs besides its forward
+  // and emitting its token (sampling, queueing the head's row), as observed
+  // (0 at start): a drafting step pays its own sampling and bookkeeping
+  // inside what ObserveDraft sees, so that part is its cost only beyond this.
+  double plain_extra = 0;
   bool learn = true;      // false: Observe changes nothing (fixed costs for tests)
   double scale = 1;       // observed / measured, every size
   std::vector<double> correction;  // per size n - 1 (empty or missing: 1)
@@ -73,9 +79,13 @@ struct StepCosts {
   void Observe(int n, double seconds);
   // A step that drafted `depth` tokens spent `seconds` outside the target's
   // forward (drafting, verification, feeding the head back): moves
-  // DraftFirst() towards what of it DraftStep() does not explain, so that
-  // DraftCost(depth) follows what steps of that depth cost.
+  // DraftFirst() towards what of it, beyond plain_extra, DraftStep() does
+  // not explain, so that DraftCost(depth) follows what steps of that depth
+  // cost more than plain ones.
   void ObserveDraft(int depth, double seconds);
+  // A plain step of a speculating sequence spent `seconds` besides its
+  // forward and emitting: moves plain_extra towards it.
+  void ObservePlain(double seconds);
 };
 
 // Per-depth acceptance of one sequence's drafts, as decayed counts so that
@@ -106,7 +116,7 @@ class AcceptanceModel {
   // E(0), ..., E(k_max) in one pass: out->size() = k_max + 1.
   void ExpectedTokensUpTo(int k_max, double optimism, std::vector<double>* out) const;
   int max_depth() const { return static_cast<int>(tried_.size()); }
-  int observations() const { return steps_; }
+  int observations() const { return steps_; }  // Observe calls (not decayed)
 
  private:
   // E(0..k_max) into out[0..k_max] (out may be null); returns E(k_max).
@@ -142,8 +152,11 @@ struct DepthChoice {
 // while that might pay; each try narrows the estimate, so the exploration
 // ends by itself where drafts do not pay. That choice stands only if the
 // plain estimates predict it at most 5 % slower than plain: exploring is for
-// drafts that are uncertain, not for those already known to lose. The
-// reported DepthChoice::expected_tokens is the plain estimate.
+// drafts that are uncertain, not for those already known to lose; except
+// that a sequence that has verified exactly one draft of its own explores
+// regardless: one rejection alone is no evidence (on the demo pair the draft right after the prompt is rejected,
+// the next ones are accepted 65 % of the time). The reported
+// DepthChoice::expected_tokens is the plain estimate.
 DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const AcceptanceModel*>& seqs,
                          const std::vector<int>& max_depth, int other_tokens = 0,
                          double optimism = 0);
