@@ -37,17 +37,18 @@ float DotPair(float acc, uint32_t w, uint32_t x) {
 void RepackBf16Rows16(uint8_t* data, int64_t rows, int64_t k) {
   const int64_t np = k / 2;
   const size_t group_bytes = static_cast<size_t>(kRows * k * 2);
-  std::vector<uint32_t> out(static_cast<size_t>(np * kRows));
+  std::vector<int64_t> order;  // chunk c holds pair order[c]
+  order.reserve(static_cast<size_t>(np));
+  Bf16Rows16Order(np, [&](int64_t p) { order.push_back(p); });
+  std::vector<uint32_t> in(static_cast<size_t>(np * kRows)), out(in.size());
   for (int64_t g = 0; g < rows / kRows; ++g) {
     uint8_t* grp = data + static_cast<size_t>(g) * group_bytes;
-    int64_t chunk = 0;
-    Bf16Rows16Order(np, [&](int64_t p) {
-      for (int r = 0; r < kRows; ++r) {
-        std::memcpy(&out[static_cast<size_t>(chunk * kRows + r)],
-                    grp + static_cast<size_t>(r * k + 2 * p) * 2, 4);
-      }
-      ++chunk;
-    });
+    std::memcpy(in.data(), grp, group_bytes);  // row r's pair p at in[r * np + p]
+    for (int64_t c = 0; c < np; ++c) {
+      const uint32_t* src = in.data() + order[static_cast<size_t>(c)];
+      uint32_t* dst = out.data() + c * kRows;
+      for (int r = 0; r < kRows; ++r) dst[r] = src[r * np];
+    }
     std::memcpy(grp, out.data(), group_bytes);
   }
 }
