@@ -70,9 +70,10 @@ void AddEngineFlags(CLI::App* sub, EngineFlags* f) {
                 "prefetch instead of one row at a time front to back (A/B baseline; see "
                 "docs/performance.md)");
   sub->add_flag("--no-repack", f->no_repack,
-                "Keep Q4_0 / Q8_0 weights in the file's layout instead of repacking them at load "
-                "into 16-row groups for the AVX512-VNNI kernels (done where that path is active "
-                "without AMX, weights in anonymous memory, no --tp; A/B baseline, same outputs)");
+                "Keep Q4_0 / Q8_0 / BF16 weights in the file's layout instead of repacking them at "
+                "load into 16-row groups for the AVX512-VNNI / AVX512-BF16 kernels (done where "
+                "that path is active without AMX, weights in anonymous memory, no --tp; A/B "
+                "baseline, same outputs)");
   sub->add_option("--stream-prefetch", f->stream_prefetch,
                   "Software prefetch along the row in stream decode: auto (default: measured once "
                   "at start-up, on only where it reads faster on this machine; the choice is "
