@@ -276,7 +276,7 @@ void Rows16Args(benchmark::internal::Benchmark* b) {
   }
   // BF16 (dtype 2): the 1B shapes, and the demo model's (see MatMulArgs).
   for (auto [rows, cols] : {std::pair{2048, 2048}, {8192, 2048}, {2048, 8192}, {128256, 2048}}) {
-    for (int tok : {1, 2, 4, 8, 16, 64}) b->Args({2, rows, cols, tok, 1});
+    for (int tok : {1, 2, 3, 4, 8, 16, 64}) b->Args({2, rows, cols, tok, 1});
   }
   for (auto [rows, cols] : {std::pair{320, 160}, {864, 160}, {160, 432}, {160, 480},
                             {1536, 160}, {2048, 160}}) {

@@ -141,15 +141,19 @@ SPECD_BF16_TARGET void Groups(const uint8_t* w, int64_t n_groups, int64_t k, con
   for (int64_t g = 0; g < n_groups; ++g) {
     const uint8_t* grp = w + static_cast<size_t>(g) * group_bytes;
     float* yg = y + g * 16;
-    // Later chunks of tokens read the group from cache: no prefetch.
-    for (int t0 = 0; t0 < n_tokens; t0 += kMaxTokens) {
+    // Chunks of 3 and 2 tokens, never a lone token after others (4 = 2 + 2):
+    // a 1-token pass costs about what a 2-token one does. Later chunks read
+    // the group from cache: no prefetch.
+    for (int t0 = 0, chunk = 0; t0 < n_tokens; t0 += chunk) {
+      const int left = n_tokens - t0;
+      chunk = left >= kMaxTokens && left != 4 ? kMaxTokens : std::min(left, 2);
       const int32_t* x[kMaxTokens];
       for (int t = 0; t < kMaxTokens; ++t) {
         x[t] = reinterpret_cast<const int32_t*>(xb + std::min(t0 + t, n_tokens - 1) * ldx);
       }
       float* yt = yg + t0 * ldy;
       const bool pf = kPrefetch && t0 == 0;
-      switch (std::min(kMaxTokens, n_tokens - t0)) {
+      switch (chunk) {
         case 3: pf ? Group<3, true>(grp, np, x, yt, ldy) : Group<3, false>(grp, np, x, yt, ldy); break;
         case 2: pf ? Group<2, true>(grp, np, x, yt, ldy) : Group<2, false>(grp, np, x, yt, ldy); break;
         default: pf ? Group<1, true>(grp, np, x, yt, ldy) : Group<1, false>(grp, np, x, yt, ldy); break;
