@@ -22,6 +22,10 @@ constexpr double kMargin = 0.05;
 // How much an exploring choice may lose by the plain estimates: a draft that
 // is hoped for, not one the estimates already call a loss.
 constexpr double kExploreLoss = 0.05;
+// Fewer verified drafts of a sequence's own than this are no evidence: the
+// first drafts after a prompt are drafted from the prompt's text, the later
+// ones from the target's own continuation, which a head predicts better.
+constexpr int kThinEvidence = 3;
 
 }  // namespace
 
@@ -312,8 +316,10 @@ DepthChoice ChooseDepths(const StepCosts& costs, const std::vector<const Accepta
   // search weighed came that close, none will (a plain step, the common case
   // where drafts do not pay, runs one search).
   if (optimism <= 0 || drafts(c)) return c;
-  // Thin evidence: one verified draft of the sequence's own.
-  const auto thin = [](const AcceptanceModel* m) { return m->observations() == 1; };
+  // Thin evidence: one or two verified drafts of the sequence's own.
+  const auto thin = [](const AcceptanceModel* m) {
+    return m->observations() >= 1 && m->observations() < kThinEvidence;
+  };
   if (best_draft < 1 - kExploreLoss && std::none_of(seqs.begin(), seqs.end(), thin)) return c;
   double unused;
   DepthChoice explore = SearchDepths(costs, seqs, max_depth, other_tokens, optimism, &unused);

@@ -127,18 +127,28 @@ TEST(ChooseDepthsTest, OptimismTriesAnUncertainDraftUntilRejectionsSettleIt) {
   m.Observe(1, 0);
   EXPECT_GT(m.ExpectedTokens(1, kDraftOptimism) / 1.5, 1.05);
   EXPECT_EQ(ChooseDepths(c, {&m}, {1}, 0, kDraftOptimism).depth[0], 1);
-  // Rejected twice (p = 0.25, 0.83x): plain, until plain steps age that
-  // evidence: about 170 steps later (when p is back to 0.425, 0.95x by the
-  // plain estimate) it tries again.
+  // Rejected twice (p = 0.25, 0.83x): even the optimistic estimate no longer
+  // pays by 5 %; two tries are still no evidence, so it tries once more as
+  // soon as plain steps make the optimistic estimate pay again.
   m.Observe(1, 0);
   EXPECT_EQ(ChooseDepths(c, {&m}, {1}, 0, kDraftOptimism).depth[0], 0);
-  int plain_steps = 0;
-  while (ChooseDepths(c, {&m}, {1}, 0, kDraftOptimism).depth[0] == 0 && plain_steps < 2000) {
-    m.Age();
-    ++plain_steps;
-  }
-  EXPECT_GT(plain_steps, 150);
-  EXPECT_LT(plain_steps, 200);
+  const auto plain_steps_until_a_draft = [&] {
+    int steps = 0;
+    while (ChooseDepths(c, {&m}, {1}, 0, kDraftOptimism).depth[0] == 0 && steps < 2000) {
+      m.Age();
+      ++steps;
+    }
+    return steps;
+  };
+  int plain_steps = plain_steps_until_a_draft();
+  EXPECT_GT(plain_steps, 5);
+  EXPECT_LT(plain_steps, 30);
+  // Rejected a third time: plain, until plain steps age that evidence to
+  // where the plain estimate loses at most 5 % (p back to about 0.425).
+  m.Observe(1, 0);
+  plain_steps = plain_steps_until_a_draft();
+  EXPECT_GT(plain_steps, 180);
+  EXPECT_LT(plain_steps, 230);
   // Accepted 70 % of the time, it keeps drafting.
   AcceptanceModel good(1);
   std::mt19937 rng(9);
@@ -149,6 +159,28 @@ TEST(ChooseDepthsTest, OptimismTriesAnUncertainDraftUntilRejectionsSettleIt) {
     good.Observe(1, SimulateChain({0.7}, 1, &rng));
   }
   EXPECT_GT(drafted, 180);
+}
+
+TEST(ChooseDepthsTest, TheFirstTwoRejectionsAreNoEvidence) {
+  // Cheap verification (t(2) = 1.1, a draft 0.2): the optimistic estimate
+  // still pays after two rejections, though the plain one (p = 0.25, 0.93x)
+  // is past what exploring may lose once the guard holds.
+  const StepCosts c = Costs({1.0, 1.15}, 0.2);
+  AcceptanceModel m(1);
+  m.Observe(1, 0);
+  m.Observe(1, 0);
+  EXPECT_LT(m.ExpectedTokens(1) / 1.35, 1 - 0.05);
+  EXPECT_EQ(ChooseDepths(c, {&m}, {1}).depth[0], 0);
+  EXPECT_EQ(ChooseDepths(c, {&m}, {1}, 0, kDraftOptimism).depth[0], 1);
+  // A third rejection is evidence: plain.
+  m.Observe(1, 0);
+  EXPECT_EQ(ChooseDepths(c, {&m}, {1}, 0, kDraftOptimism).depth[0], 0);
+  // Accepted on the third try instead: it goes on drafting.
+  AcceptanceModel n(1);
+  n.Observe(1, 0);
+  n.Observe(1, 0);
+  n.Observe(1, 1);
+  EXPECT_EQ(ChooseDepths(c, {&n}, {1}, 0, kDraftOptimism).depth[0], 1);
 }
 
 TEST(ChooseDepthsTest, SingleSequenceMatchesBruteForce) {
