@@ -333,6 +333,22 @@ void Int4MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const flo
   });
 }
 
+// x [n_tokens, k] rounded to bf16 rows of ldx elements (zero past k), in
+// *out; avx512: the AVX512-BF16 conversion, else the portable one (the same
+// rounding).
+void ToBf16Acts(const float* x, int n_tokens, int64_t k, int64_t ldx, bool avx512,
+                std::vector<uint16_t>* out) {
+  out->resize(static_cast<size_t>(n_tokens * ldx));
+  for (int t = 0; t < n_tokens; ++t) {
+    uint16_t* row = out->data() + t * ldx;
+    if (avx512) {
+      cpu::ConvertToBF16Avx512(x + t * k, k, ldx, row);
+    } else {
+      cpu::ConvertToBF16Scalar(x + t * k, k, ldx, row);
+    }
+  }
+}
+
 // BF16 in 16-row groups (cpu/bf16_rows16.h): the AVX512-BF16 kernel when
 // that path is active, else the portable one (same summation order).
 void Bf16Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
@@ -340,17 +356,9 @@ void Bf16Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, con
   const int64_t k = w.cols();
   const int64_t ldx = (k + 31) / 32 * 32;
   ActScratch& s = Scratch();
-  s.bf16.resize(static_cast<size_t>(n_tokens * ldx));
   const bool avx = ActiveBf16Path() == Bf16DotPath::kAvx512Bf16;
-  cpu::Bf16Rows16Fn fn = avx ? cpu::Bf16Rows16Avx512() : nullptr;
-  for (int t = 0; t < n_tokens; ++t) {
-    if (fn != nullptr) {
-      cpu::ConvertToBF16Avx512(x + t * k, k, ldx, s.bf16.data() + t * ldx);
-    } else {
-      cpu::ConvertToBF16Scalar(x + t * k, k, ldx, s.bf16.data() + t * ldx);
-    }
-  }
-  if (fn == nullptr) fn = cpu::Bf16Rows16Scalar;
+  ToBf16Acts(x, n_tokens, k, ldx, avx, &s.bf16);
+  const cpu::Bf16Rows16Fn fn = avx ? cpu::Bf16Rows16Avx512() : cpu::Bf16Rows16Scalar;
   const bool prefetch = g_prefetch.load(std::memory_order_relaxed);
   const size_t group_bytes = static_cast<size_t>(cpu::kRows16) * w.row_bytes();
   const auto* base = static_cast<const uint8_t*>(w.data);
@@ -375,10 +383,7 @@ void Bf16MatMulAvx512(const TensorView& w, int64_t row_begin, int64_t n_out, con
   const int64_t k = w.cols();
   const int64_t ldx = (k + 31) / 32 * 32;
   ActScratch& s = Scratch();
-  s.bf16.resize(static_cast<size_t>(n_tokens * ldx));
-  for (int t = 0; t < n_tokens; ++t) {
-    cpu::ConvertToBF16Avx512(x + t * k, k, ldx, s.bf16.data() + t * ldx);
-  }
+  ToBf16Acts(x, n_tokens, k, ldx, /*avx512=*/true, &s.bf16);
   // Not in batch-invariant mode: the tile kernel sums in another order than
   // the row tile below (four chains by k-chunk mod 4 against two).
   if (n_tokens >= kAmxBf16MinTokens && k % 32 == 0 && AmxActive() && GetCpuFeatures().amx_bf16 &&
