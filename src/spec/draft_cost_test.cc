@@ -162,7 +162,7 @@ TEST(ChooseDepthsTest, OptimismTriesAnUncertainDraftUntilRejectionsSettleIt) {
 }
 
 TEST(ChooseDepthsTest, TheFirstTwoRejectionsAreNoEvidence) {
-  // Cheap verification (t(2) = 1.1, a draft 0.2): the optimistic estimate
+  // Cheap verification (t(2) = 1.15, a draft 0.2): the optimistic estimate
   // still pays after two rejections, though the plain one (p = 0.25, 0.93x)
   // is past what exploring may lose once the guard holds.
   const StepCosts c = Costs({1.0, 1.15}, 0.2);
