@@ -110,6 +110,28 @@ void AcceptanceModel::Age() {
   }
 }
 
+bool AcceptanceModel::FromCounts(const std::vector<double>& tried,
+                                 const std::vector<double>& accepted, int observations,
+                                 int max_depth, AcceptanceModel* out) {
+  if (tried.size() != accepted.size() || observations < 0) return false;
+  // Slack for the rounding of counts written as decimal text.
+  constexpr double kSlack = 1e-9;
+  for (size_t d = 0; d < tried.size(); ++d) {
+    const double t = tried[d], a = accepted[d];
+    if (!std::isfinite(t) || !std::isfinite(a) || t < 0 || a < 0 || a > t + kSlack) return false;
+    // A chain reaches depth d + 1 only through an accepted depth d.
+    if (d > 0 && t > accepted[d - 1] + kSlack) return false;
+  }
+  AcceptanceModel m(max_depth);
+  for (size_t d = 0; d < tried.size() && d < m.tried_.size(); ++d) {
+    m.tried_[d] = tried[d];
+    m.accepted_[d] = std::min(accepted[d], tried[d]);
+  }
+  m.steps_ = observations;
+  *out = std::move(m);
+  return true;
+}
+
 AcceptanceModel AcceptanceModel::AsPrior(double steps) const {
   AcceptanceModel m = *this;
   m.steps_ = 0;

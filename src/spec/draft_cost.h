@@ -118,6 +118,17 @@ class AcceptanceModel {
   int max_depth() const { return static_cast<int>(tried_.size()); }
   int observations() const { return steps_; }  // Observe calls (not decayed)
 
+  // The decayed counts per depth (index d - 1): what a later run may start
+  // from (runtime/acceptance_cache.h).
+  const std::vector<double>& tried() const { return tried_; }
+  const std::vector<double>& accepted() const { return accepted_; }
+  // A model of max_depth depths from such counts (deeper ones dropped,
+  // missing ones untried). false, *out unchanged: the counts cannot be a
+  // model's (lengths differ, a count negative or not finite, more accepted
+  // than tried at a depth, or a depth tried more than the one before it).
+  static bool FromCounts(const std::vector<double>& tried, const std::vector<double>& accepted,
+                         int observations, int max_depth, AcceptanceModel* out);
+
  private:
   // E(0..k_max) into out[0..k_max] (out may be null); returns E(k_max).
   double Walk(int k_max, double optimism, double* out) const;

@@ -41,6 +41,45 @@ TEST(AcceptanceModelTest, FollowsAChangeInTheText) {
   EXPECT_LT(m.ExpectedTokens(2), 1.1);
 }
 
+TEST(AcceptanceModelTest, FromCountsRestoresWhatObserveLearned) {
+  const std::vector<double> q = {0.8, 0.7, 0.5};
+  AcceptanceModel m(3);
+  std::mt19937 rng(11);
+  for (int i = 0; i < 50; ++i) m.Observe(3, SimulateChain(q, 3, &rng));
+  AcceptanceModel r(1);
+  ASSERT_TRUE(AcceptanceModel::FromCounts(m.tried(), m.accepted(), m.observations(), 3, &r));
+  EXPECT_EQ(r.observations(), 50);
+  for (int k = 0; k <= 3; ++k) EXPECT_DOUBLE_EQ(r.ExpectedTokens(k, 1.5), m.ExpectedTokens(k, 1.5));
+  // Into fewer depths: the deeper counts are dropped; into more: untried.
+  AcceptanceModel shallow(1), deep(1);
+  ASSERT_TRUE(AcceptanceModel::FromCounts(m.tried(), m.accepted(), 50, 2, &shallow));
+  ASSERT_TRUE(AcceptanceModel::FromCounts(m.tried(), m.accepted(), 50, 6, &deep));
+  EXPECT_EQ(shallow.max_depth(), 2);
+  EXPECT_DOUBLE_EQ(shallow.p(2), m.p(2));
+  EXPECT_EQ(deep.max_depth(), 6);
+  EXPECT_DOUBLE_EQ(deep.p(3), m.p(3));
+  EXPECT_DOUBLE_EQ(deep.p(4), m.p(3));  // an untried depth leans on the one above
+}
+
+TEST(AcceptanceModelTest, FromCountsRefusesCountsNoModelHas) {
+  AcceptanceModel out(2);
+  out.Observe(1, 1);
+  const double nan = std::nan("");
+  struct Case {
+    std::vector<double> tried, accepted;
+    int observations;
+  };
+  for (const Case& c : {Case{{3, 1}, {2}, 3},            // lengths differ
+                        Case{{3, 1}, {4, 1}, 3},         // more accepted than tried
+                        Case{{3, 2.5}, {2, 1}, 3},       // depth 2 tried without depth 1 accepted
+                        Case{{-1, 0}, {0, 0}, 3},        // negative
+                        Case{{nan, 0}, {0, 0}, 3},       // not finite
+                        Case{{3, 1}, {2, 1}, -1}}) {     // observations negative
+    EXPECT_FALSE(AcceptanceModel::FromCounts(c.tried, c.accepted, c.observations, 2, &out));
+    EXPECT_EQ(out.observations(), 1) << "a refused restore leaves the model as it was";
+  }
+}
+
 TEST(AcceptanceModelTest, OptimismRaisesEveryDraftByDepthOnesUncertainty) {
   AcceptanceModel m(8);
   // The prior alone: p = 0.5 with two pseudo-counts, sd = sqrt(0.25 / 3).
