@@ -5,7 +5,8 @@
 namespace specd {
 
 Status Generate(Engine& engine, const GenerateRequest& req, const TokenCallback& on_token,
-                GenerateResult* result, const SpecOptions& spec, Eagle3Head* head) {
+                GenerateResult* result, const SpecOptions& spec, Eagle3Head* head,
+                AcceptanceModel* pooled) {
   *result = GenerateResult();
   const int context = engine.config().max_seq_len;
   SchedulerOptions options;
@@ -15,6 +16,7 @@ Status Generate(Engine& engine, const GenerateRequest& req, const TokenCallback&
   options.prefill_chunk = context;
   options.max_step_tokens = context + spec.tree.num_draft_tokens;
   options.spec = spec;
+  if (pooled != nullptr && pooled->observations() > 0) options.acceptance_prior = *pooled;
   Scheduler scheduler(&engine, /*tokenizer=*/nullptr, head, options);
   ServeRequest r;
   r.prompt = req.prompt;
@@ -35,6 +37,7 @@ Status Generate(Engine& engine, const GenerateRequest& req, const TokenCallback&
       if (d.finished) last = std::move(d);
     }
   });
+  if (pooled != nullptr) *pooled = scheduler.pooled_acceptance();
   result->finish_reason = last.finish_reason;
   result->stats = last.stats;
   if (!s.ok()) return s;

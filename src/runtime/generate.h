@@ -11,6 +11,7 @@
 #include "runtime/engine.h"
 #include "runtime/scheduler_request.h"
 #include "sampling/sampler.h"
+#include "spec/draft_cost.h"
 #include "spec/eagle3_head.h"
 #include "spec/spec_options.h"
 
@@ -38,9 +39,11 @@ using TokenCallback = std::function<bool(int32_t)>;
 // decoding (head required for EAGLE3, with the runner capturing
 // head->aux_layers()). InvalidArgument / OutOfRange: the request does not fit
 // the model (the message names the field); an engine error is returned as is
-// (result holds what was generated before it).
+// (result holds what was generated before it). pooled (may be null): in, the
+// acceptance to start from (observations() == 0: none); out, the pooled
+// acceptance after this run (Scheduler::pooled_acceptance).
 Status Generate(Engine& engine, const GenerateRequest& req, const TokenCallback& on_token,
                 GenerateResult* result, const SpecOptions& spec = {},
-                Eagle3Head* head = nullptr);
+                Eagle3Head* head = nullptr, AcceptanceModel* pooled = nullptr);
 
 }  // namespace specd

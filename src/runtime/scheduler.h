@@ -36,6 +36,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <functional>
@@ -56,6 +57,9 @@ struct SchedulerOptions {
   int prefill_chunk = 256;     // most prompt tokens of one sequence per step
   int max_step_tokens = 1024;  // tokens of one step, all sequences together
   SpecOptions spec;            // kNone: plain decoding
+  // Where the pooled acceptance starts (what earlier runs of this target and
+  // drafter measured; runtime/acceptance_cache.h); unset: the blind prior.
+  std::optional<AcceptanceModel> acceptance_prior;
 };
 
 class Scheduler {
@@ -96,6 +100,11 @@ class Scheduler {
   // Tokens the KV cache holds, all sequences together. Submit refuses a
   // request whose prompt + max_tokens (at most the context) exceeds it.
   int kv_capacity_tokens() const { return kv_capacity_tokens_; }
+  // Acceptance by depth over every sequence's drafts so far (from
+  // options().acceptance_prior when set): what a later run may start from.
+  // REQUIRES: the engine loop is not running (before Start, after Stop or
+  // RunToCompletion).
+  const AcceptanceModel& pooled_acceptance() const { return pooled_acceptance_; }
 
  private:
   struct Waiting {

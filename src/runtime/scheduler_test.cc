@@ -437,7 +437,8 @@ struct AutoRun {
 };
 
 AutoRun RunAuto(Engine& engine, const std::vector<int32_t>& prompt, int max_tokens,
-                const StepCosts* costs, const SamplingParams& sampling = {}) {
+                const StepCosts* costs, const SamplingParams& sampling = {},
+                AcceptanceModel* pooled = nullptr) {
   if (costs != nullptr) engine.set_step_costs(*costs);
   SpecOptions so;
   so.algorithm = SpecAlgorithm::kNgram;
@@ -448,7 +449,7 @@ AutoRun RunAuto(Engine& engine, const std::vector<int32_t>& prompt, int max_toke
   g.max_tokens = max_tokens;
   g.sampling = sampling;
   GenerateResult res;
-  Status s = Generate(engine, g, [](int32_t) { return true; }, &res, so);
+  Status s = Generate(engine, g, [](int32_t) { return true; }, &res, so, nullptr, pooled);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return {res.tokens, res.stats};
 }
@@ -565,6 +566,42 @@ TEST(SchedulerAutoShapeTest, NoProbesWhereDraftingIsFarFromPaying) {
   AutoRun run = RunAuto(*rig.engine, prompt, 60, &dear);
   EXPECT_EQ(run.tokens, ReferenceDecode(*rig.engine, prompt, 60));
   EXPECT_EQ(Steps(run.stats.depth_hist, 1), 0) << "probed although a probe cannot pay";
+}
+
+// The pooled acceptance a run ends with is where the next one starts
+// (runtime/acceptance_cache.h keeps it between processes): every verified
+// draft is counted into it, and a remembered "never accepted" keeps a new
+// run from drafting where the blind prior (p = 0.5) would, while the output
+// stays plain greedy's.
+TEST(SchedulerAutoShapeTest, StartsFromTheRememberedAcceptance) {
+  Rig rig;
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2, 3};
+  const std::vector<int32_t> want = ReferenceDecode(*rig.engine, prompt, 40);
+  // A draft of k tokens costs 0.3 k decode steps more: the blind prior's
+  // E(1) = 1.5 pays (1.5 / 1.3), E(1) near 1 does not.
+  StepCosts costs;
+  costs.learn = false;
+  for (int n = 1; n <= 16; ++n) costs.target.push_back(1e-3 * (1 + 0.3 * (n - 1)));
+
+  AcceptanceModel blind(6);
+  AutoRun a = RunAuto(*rig.engine, prompt, 40, &costs, {}, &blind);
+  EXPECT_EQ(a.tokens, want);
+  const int drafted_blind = Steps(a.stats.depth_hist, 1);
+  ASSERT_GT(drafted_blind, 0);
+  EXPECT_EQ(blind.observations(), drafted_blind) << "each verified draft is pooled";
+
+  // The next run continues the same counts.
+  AcceptanceModel carried = blind;
+  AutoRun b = RunAuto(*rig.engine, prompt, 40, &costs, {}, &carried);
+  EXPECT_EQ(b.tokens, want);
+  EXPECT_EQ(carried.observations(), drafted_blind + Steps(b.stats.depth_hist, 1));
+
+  AcceptanceModel never(6);
+  for (int i = 0; i < 40; ++i) never.Observe(6, 0);
+  AutoRun c = RunAuto(*rig.engine, prompt, 40, &costs, {}, &never);
+  EXPECT_EQ(c.tokens, want);
+  EXPECT_LT(Steps(c.stats.depth_hist, 1), drafted_blind)
+      << "a remembered never-accepted drafter should draft less than a blind start";
 }
 
 TEST(SchedulerAutoShapeTest, BatchedAutoEqualsEachAlone) {
