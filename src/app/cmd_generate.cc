@@ -13,7 +13,7 @@
 #include "app/commands.h"
 #include "app/engine_flags.h"
 #include "app/rank_launch.h"
-#include "app/step_cost_cache.h"
+#include "app/spec_cache.h"
 #include "base/clock.h"
 #include "base/logging.h"
 #include "base/sample_stats.h"
@@ -198,6 +198,13 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
   }
   RETURN_IF_ERROR(PrepareStepCosts(engine, head.get(), spec, ro, eo.tp, f.spec.draft_model)
                       .WithStage("step costs"));
+  // Every speculative run of this request (the alternating rounds too)
+  // starts from the same remembered acceptance; the first run's pooled
+  // acceptance is remembered.
+  const AcceptanceMemory memory(spec, ro, f.spec.draft_model, !f.spec.no_acceptance_cache);
+  const int depths = std::max(spec.max_auto_depth, spec.tree.num_draft_tokens - 1);
+  const AcceptanceModel prior = memory.Load(depths).value_or(AcceptanceModel(depths));
+  AcceptanceModel pooled = prior;
   // ORACLE (benchmarks): a fixed chain of the target's own greedy tokens,
   // corrupted so that a step yields oracle_tau tokens on average.
   const bool oracle = spec.algorithm == SpecAlgorithm::kOracle;
@@ -243,8 +250,9 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
       std::fflush(stdout);
     }
     return true;
-  }, &res, spec, head.get());
+  }, &res, spec, head.get(), &pooled);
   RETURN_IF_ERROR(s.WithStage("generate"));
+  memory.Save(pooled);
   const GenerateStats& st = res.stats;
   runner->profile().set_enabled(false);
   // The speedup over plain decoding: while the runs are short (the demo's
@@ -275,7 +283,9 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
       GenerateResult b, r;
       RETURN_IF_ERROR(Generate(engine, req, [](int32_t) { return true; }, &b)
                           .WithStage("baseline generate"));
-      RETURN_IF_ERROR(Generate(engine, req, [](int32_t) { return true; }, &r, spec, head.get())
+      AcceptanceModel round_pooled = prior;
+      RETURN_IF_ERROR(Generate(engine, req, [](int32_t) { return true; }, &r, spec, head.get(),
+                               &round_pooled)
                           .WithStage("generate"));
       if (!(b.stats.decode_tok_s() > 0 && r.stats.decode_tok_s() > 0)) break;
       base_rates.push_back(b.stats.decode_tok_s());
@@ -325,6 +335,9 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
     // other ranks included): comm_s / decode_s is communication's share.
     j["stats"]["comm_s"] = st.comm_s;
     if (spec.algorithm != SpecAlgorithm::kNone) {
+      // Where this run's acceptance estimate started: null, the blind prior.
+      j["stats"]["acceptance_prior_p1"] =
+          prior.observations() > 0 ? nlohmann::json(prior.p(1)) : nlohmann::json(nullptr);
       j["stats"]["accept_length_mean"] = st.accept_length_mean();
       j["stats"]["accept_hist"] = st.accept_hist;
       j["stats"]["target_forwards"] = st.target_forwards;

@@ -9,12 +9,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "app/commands.h"
 #include "app/engine_flags.h"
 #include "app/rank_launch.h"
-#include "app/step_cost_cache.h"
+#include "app/spec_cache.h"
 #include "base/env.h"
 #include "base/logging.h"
 #include "server/http_server.h"
@@ -72,7 +73,12 @@ Status ServeOnRank0(const ServeFlags& f, const ResolvedEngineOptions& eo,
   Status s = PrepareStepCosts(engine, head.get(), so.scheduler.spec, eo.runner, eo.tp,
                               f.spec.draft_model, so.scheduler.max_batch)
                  .WithStage("step costs");
-  if (s.ok()) s = srv.Attach(&engine, tok.get(), head.get());
+  const AcceptanceMemory memory(so.scheduler.spec, eo.runner, f.spec.draft_model,
+                                !f.spec.no_acceptance_cache);
+  const std::optional<AcceptanceModel> prior =
+      memory.Load(std::max(so.scheduler.spec.max_auto_depth,
+                           so.scheduler.spec.tree.num_draft_tokens - 1));
+  if (s.ok()) s = srv.Attach(&engine, tok.get(), head.get(), prior ? &*prior : nullptr);
   if (!s.ok()) {
     srv.Shutdown();
     return s;
@@ -85,6 +91,8 @@ Status ServeOnRank0(const ServeFlags& f, const ResolvedEngineOptions& eo,
   if (signalled) LOG_INFO("serve", "signal received: shutting down");
   else LOG_ERROR("serve", "the engine failed: shutting down");
   srv.Shutdown();
+  // The scheduler's loop has stopped: its pooled acceptance is final.
+  if (srv.scheduler() != nullptr) memory.Save(srv.scheduler()->pooled_acceptance());
   if (srv.scheduler() != nullptr && !srv.scheduler()->healthy())
     return srv.scheduler()->failure().WithStage("serve");
   return Status::Ok();

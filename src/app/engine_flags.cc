@@ -109,6 +109,10 @@ void AddSpecFlags(CLI::App* sub, SpecFlags* f) {
                   "Fixed shape: children expanded per node; 1 drafts a chain (default 4)");
   sub->add_option("--speculative-num-draft-tokens", f->num_draft_tokens,
                   "Fixed shape: tree nodes verified per step, root included (default 8)");
+  sub->add_flag("--no-acceptance-cache", f->no_acceptance_cache,
+                "Auto shapes: start from p = 0.5 instead of the acceptance that earlier runs of "
+                "this model and drafter measured (kept beside the step costs in "
+                "$XDG_CACHE_HOME/specd; A/B baseline), and do not update it");
 }
 
 StatusOr<SpecOptions> ToSpecOptions(const SpecFlags& f) {

@@ -40,6 +40,7 @@ struct SpecFlags {
   std::string num_steps = "auto";
   int topk = 0;
   int num_draft_tokens = 0;
+  bool no_acceptance_cache = false;  // --no-acceptance-cache
 };
 
 void AddEngineFlags(CLI::App* sub, EngineFlags* f);

@@ -1,4 +1,4 @@
-#include "app/step_cost_cache.h"
+#include "app/spec_cache.h"
 
 #include <fmt/format.h>
 
@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/logging.h"
+#include "runtime/acceptance_cache.h"
 #include "runtime/step_costs.h"
 
 namespace specd::app {
@@ -67,6 +69,33 @@ Status PrepareStepCosts(Engine& engine, Eagle3Head* head, const SpecOptions& spe
   ASSIGN_OR_RETURN(StepCosts costs, CachedStepCosts(engine, head, max_tokens, key, CacheDir()));
   engine.set_step_costs(std::move(costs));
   return Status::Ok();
+}
+
+AcceptanceMemory::AcceptanceMemory(const SpecOptions& spec, const RunnerOptions& runner,
+                                   const std::string& draft_model, bool enabled) {
+  const bool drafts = spec.algorithm == SpecAlgorithm::kEagle3 ||
+                      spec.algorithm == SpecAlgorithm::kNgram;
+  if (!enabled || !spec.auto_shape || !drafts) return;
+  key_ = fmt::format("acceptance v1 | model {} | quantize {} | draft {}",
+                     FilesStamp(runner.model_path),
+                     runner.load.quantize ? static_cast<int>(*runner.load.quantize) : -1,
+                     spec.algorithm == SpecAlgorithm::kNgram ? "n-gram" : FilesStamp(draft_model));
+}
+
+std::optional<AcceptanceModel> AcceptanceMemory::Load(int max_depth) const {
+  if (key_.empty()) return std::nullopt;
+  std::optional<AcceptanceModel> m = LoadAcceptance(CacheDir(), key_, max_depth);
+  if (m.has_value()) {
+    LOG_INFO("acceptance",
+             "starting from earlier runs' acceptance (p(1) {:.2f}, p(2) {:.2f}; weighed as 8 "
+             "drafts of a new sequence's own; --no-acceptance-cache starts from p = 0.5)",
+             m->p(1), m->p(2));
+  }
+  return m;
+}
+
+void AcceptanceMemory::Save(const AcceptanceModel& pooled) const {
+  if (!key_.empty()) SaveAcceptance(CacheDir(), key_, pooled);
 }
 
 }  // namespace specd::app

@@ -1,12 +1,15 @@
-// Step costs for auto-shaped speculation, cached per model, binary, machine
-// and engine settings in ~/.cache/specd (or $XDG_CACHE_HOME/specd), so a
-// restart does not measure again.
+// What auto-shaped speculation learns about a model, kept in ~/.cache/specd
+// (or $XDG_CACHE_HOME/specd) so a restart need not learn it again: the step
+// costs (per model, binary, machine and engine settings) and the drafter's
+// acceptance (per target and drafter).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "runtime/engine.h"
 #include "runtime/model_runner.h"
+#include "spec/draft_cost.h"
 #include "spec/eagle3_head.h"
 #include "spec/spec_options.h"
 
@@ -20,5 +23,23 @@ namespace specd::app {
 Status PrepareStepCosts(Engine& engine, Eagle3Head* head, const SpecOptions& spec,
                         const RunnerOptions& runner, int tp, const std::string& draft_model,
                         int max_batch = 1);
+
+// The acceptance remembered between auto-shaped runs of one target (its
+// files and --quantize) and drafter (EAGLE-3 head files, or n-gram): not the
+// machine, binary or thread count, which change what a draft costs, not
+// whether it is accepted. Inactive (Load gives nothing, Save writes nothing)
+// unless `spec` is auto-shaped EAGLE3 or NGRAM and `enabled`
+// (--no-acceptance-cache turns it off).
+class AcceptanceMemory {
+ public:
+  AcceptanceMemory(const SpecOptions& spec, const RunnerOptions& runner,
+                   const std::string& draft_model, bool enabled);
+  // The remembered acceptance with max_depth depths (logged), if any.
+  std::optional<AcceptanceModel> Load(int max_depth) const;
+  void Save(const AcceptanceModel& pooled) const;
+
+ private:
+  std::string key_;  // empty: inactive
+};
 
 }  // namespace specd::app

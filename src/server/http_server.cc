@@ -148,13 +148,16 @@ Status OpenAiServer::Start() {
   return Status::Ok();
 }
 
-Status OpenAiServer::Attach(Engine* engine, const Tokenizer* tokenizer, Eagle3Head* head) {
+Status OpenAiServer::Attach(Engine* engine, const Tokenizer* tokenizer, Eagle3Head* head,
+                            const AcceptanceModel* acceptance_prior) {
   tokenizer_ = tokenizer;
   if (tokenizer_) {
     ASSIGN_OR_RETURN(chat_, ChatPrompt::Create(options_.model_path, tokenizer_));
     max_token_bytes_ = MaxTokenBytes(*tokenizer_);
   }
-  scheduler_ = std::make_unique<Scheduler>(engine, tokenizer, head, options_.scheduler);
+  SchedulerOptions so = options_.scheduler;
+  if (acceptance_prior != nullptr) so.acceptance_prior = *acceptance_prior;
+  scheduler_ = std::make_unique<Scheduler>(engine, tokenizer, head, so);
   RETURN_IF_ERROR(scheduler_->Start().WithStage("serve"));
   ready_.store(true);
   LOG_INFO("serve", "ready: max batch {}, max queue {}, context {} tokens, speculation {}",

@@ -79,7 +79,10 @@ class OpenAiServer {
   // Makes the server ready: builds the chat template (errors: a template the
   // renderer rejects) and starts the scheduler. engine, tokenizer (may be
   // null: token-id prompts only) and head must outlive the server.
-  Status Attach(Engine* engine, const Tokenizer* tokenizer, Eagle3Head* head);
+  // acceptance_prior (may be null): where the scheduler's pooled acceptance
+  // starts (SchedulerOptions::acceptance_prior).
+  Status Attach(Engine* engine, const Tokenizer* tokenizer, Eagle3Head* head,
+                const AcceptanceModel* acceptance_prior = nullptr);
   bool ready() const;
   // Lets in-flight requests finish for up to shutdown_grace_s (new ones get
   // 503), cancels the rest (a stream gets an error event, then [DONE]),
