@@ -60,6 +60,12 @@ TEST_F(AcceptanceMemoryTest, TheNextRunStartsFromWhatThisOneLearned) {
   // The same text either way: a prior changes which steps draft, not output.
   EXPECT_EQ(second["token_ids"], first["token_ids"]);
 
+  // Sampling is accepted less often than greedy decoding: its own memory.
+  json sampled = Generate("--temperature 1 --seed 3", &status);
+  ASSERT_EQ(status, 0) << Err();
+  EXPECT_TRUE(sampled["stats"]["acceptance_prior_p1"].is_null());
+  EXPECT_EQ(Remembered().size(), 2u);
+
   json off = Generate("--no-acceptance-cache", &status);
   ASSERT_EQ(status, 0) << Err();
   EXPECT_TRUE(off["stats"]["acceptance_prior_p1"].is_null());

@@ -201,7 +201,9 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
   // Every speculative run of this request (the alternating rounds too)
   // starts from the same remembered acceptance; the first run's pooled
   // acceptance is remembered.
-  const AcceptanceMemory memory(spec, ro, f.spec.draft_model, !f.spec.no_acceptance_cache);
+  const AcceptanceMemory memory(spec, ro, f.spec.draft_model,
+                                req.sampling.greedy() ? "greedy" : "sampled",
+                                !f.spec.no_acceptance_cache);
   const int depths = std::max(spec.max_auto_depth, spec.tree.num_draft_tokens - 1);
   const AcceptanceModel prior = memory.Load(depths).value_or(AcceptanceModel(depths));
   AcceptanceModel pooled = prior;

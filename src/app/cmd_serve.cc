@@ -73,7 +73,7 @@ Status ServeOnRank0(const ServeFlags& f, const ResolvedEngineOptions& eo,
   Status s = PrepareStepCosts(engine, head.get(), so.scheduler.spec, eo.runner, eo.tp,
                               f.spec.draft_model, so.scheduler.max_batch)
                  .WithStage("step costs");
-  const AcceptanceMemory memory(so.scheduler.spec, eo.runner, f.spec.draft_model,
+  const AcceptanceMemory memory(so.scheduler.spec, eo.runner, f.spec.draft_model, "serve",
                                 !f.spec.no_acceptance_cache);
   const std::optional<AcceptanceModel> prior =
       memory.Load(std::max(so.scheduler.spec.max_auto_depth,

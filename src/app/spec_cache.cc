@@ -72,14 +72,16 @@ Status PrepareStepCosts(Engine& engine, Eagle3Head* head, const SpecOptions& spe
 }
 
 AcceptanceMemory::AcceptanceMemory(const SpecOptions& spec, const RunnerOptions& runner,
-                                   const std::string& draft_model, bool enabled) {
+                                   const std::string& draft_model, const std::string& workload,
+                                   bool enabled) {
   const bool drafts = spec.algorithm == SpecAlgorithm::kEagle3 ||
                       spec.algorithm == SpecAlgorithm::kNgram;
   if (!enabled || !spec.auto_shape || !drafts) return;
-  key_ = fmt::format("acceptance v1 | model {} | quantize {} | draft {}",
+  key_ = fmt::format("acceptance v1 | model {} | quantize {} | draft {} | {}",
                      FilesStamp(runner.model_path),
                      runner.load.quantize ? static_cast<int>(*runner.load.quantize) : -1,
-                     spec.algorithm == SpecAlgorithm::kNgram ? "n-gram" : FilesStamp(draft_model));
+                     spec.algorithm == SpecAlgorithm::kNgram ? "n-gram" : FilesStamp(draft_model),
+                     workload);
 }
 
 std::optional<AcceptanceModel> AcceptanceMemory::Load(int max_depth) const {

@@ -25,15 +25,17 @@ Status PrepareStepCosts(Engine& engine, Eagle3Head* head, const SpecOptions& spe
                         int max_batch = 1);
 
 // The acceptance remembered between auto-shaped runs of one target (its
-// files and --quantize) and drafter (EAGLE-3 head files, or n-gram): not the
-// machine, binary or thread count, which change what a draft costs, not
-// whether it is accepted. Inactive (Load gives nothing, Save writes nothing)
-// unless `spec` is auto-shaped EAGLE3 or NGRAM and `enabled`
-// (--no-acceptance-cache turns it off).
+// files and --quantize), drafter (EAGLE-3 head files, or n-gram) and
+// workload ("greedy" and "sampled" generate runs, whose acceptance differs,
+// and "serve", whose requests mix both): not the machine, binary or thread
+// count, which change what a draft costs, not whether it is accepted.
+// Inactive (Load gives nothing, Save writes nothing) unless `spec` is
+// auto-shaped EAGLE3 or NGRAM and `enabled` (--no-acceptance-cache turns it
+// off).
 class AcceptanceMemory {
  public:
   AcceptanceMemory(const SpecOptions& spec, const RunnerOptions& runner,
-                   const std::string& draft_model, bool enabled);
+                   const std::string& draft_model, const std::string& workload, bool enabled);
   // The remembered acceptance with max_depth depths (logged), if any.
   std::optional<AcceptanceModel> Load(int max_depth) const;
   void Save(const AcceptanceModel& pooled) const;
