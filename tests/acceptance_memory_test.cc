@@ -2,14 +2,17 @@
 // of `specd generate` (runtime/acceptance_cache.h), through the binary on the
 // embedded demo pair: the first run starts blind and writes it, the next
 // starts from it, --no-acceptance-cache does neither, and a corrupt file is
-// named and ignored.
+// named and ignored; serve writes it at shutdown.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "serve_process.h"
 #include "test_util.h"
 
 namespace specd {
@@ -17,6 +20,7 @@ namespace {
 
 using nlohmann::json;
 using testing::RunCommand;
+using testing::ServeProcess;
 using testing::SpecdBinary;
 
 class AcceptanceMemoryTest : public ::testing::Test {
@@ -85,6 +89,41 @@ TEST_F(AcceptanceMemoryTest, ACorruptFileIsNamedAndIgnored) {
   EXPECT_NE(Err().find("ignoring " + files[0].string()), std::string::npos) << Err();
   // That run rewrote it: the one after starts from it again.
   EXPECT_TRUE(Generate("", &status)["stats"]["acceptance_prior_p1"].is_number()) << Err();
+}
+
+// serve remembers at shutdown what its requests taught it; the next server
+// starts from it.
+TEST_F(AcceptanceMemoryTest, ServeRemembersAtShutdown) {
+  const std::string demo = std::string(SPECD_SOURCE_DIR) + "/models/demo";
+  const std::vector<std::string> args = {
+      "serve", "--model", demo, "--port", "0", "--served-model-name", "demo", "--threads", "1",
+      "--speculative-algorithm", "EAGLE3", "--draft-model", demo + "/eagle3"};
+  const std::string env = "XDG_CACHE_HOME=" + dir_.path() + "/cache";
+  {
+    ServeProcess server(dir_.path() + "/serve1.log");
+    std::string why;
+    ASSERT_TRUE(server.Start(args, env, &why)) << why;
+    httplib::Client c("127.0.0.1", server.port());
+    for (int i = 0; i < 3; ++i) {
+      auto res = c.Post("/v1/completions",
+                        R"({"model": "demo", "prompt": "Once upon a time", "max_tokens": 24,
+                            "temperature": 0})",
+                        "application/json");
+      ASSERT_TRUE(res && res->status == 200) << (res ? res->body : "no response");
+    }
+    EXPECT_TRUE(Remembered().empty()) << "written at shutdown, not before";
+    server.Signal(SIGTERM);
+    ASSERT_EQ(server.Wait(30), 0) << server.log();
+    EXPECT_EQ(server.log().find("starting from earlier runs' acceptance"), std::string::npos);
+  }
+  ASSERT_EQ(Remembered().size(), 1u);
+  ServeProcess again(dir_.path() + "/serve2.log");
+  std::string why;
+  ASSERT_TRUE(again.Start(args, env, &why)) << why;
+  EXPECT_NE(again.log().find("starting from earlier runs' acceptance"), std::string::npos)
+      << again.log();
+  again.Signal(SIGTERM);
+  EXPECT_EQ(again.Wait(30), 0) << again.log();
 }
 
 }  // namespace
