@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <cstdint>
 #include <functional>
 
 #include "base/logging.h"
@@ -57,7 +57,7 @@ std::optional<AcceptanceModel> LoadAcceptance(const std::string& cache_dir,
   if (!AcceptanceModel::FromCounts(tried, accepted, static_cast<int>(obs->get<int64_t>()),
                                    max_depth, &m))
     return ignored("counts no acceptance model has (accepted above tried, a depth tried more "
-                   "often than the one above it was accepted, or a count negative)");
+                   "often than the one above it was accepted, or a count negative or not finite)");
   return m;
 }
 

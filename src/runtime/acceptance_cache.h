@@ -9,7 +9,8 @@
 //
 // Stored as JSON in `cache_dir` under a file named by a hash of `key`, which
 // must name what acceptance depends on (target weights and quantization,
-// drafter), not the machine or thread count. Writes go to a temporary file
+// drafter, workload: greedy decoding is accepted more often than sampling),
+// not the machine or thread count. Writes go to a temporary file
 // renamed into place, so concurrent runs never read a torn file.
 #pragma once
 
