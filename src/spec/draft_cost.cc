@@ -8,9 +8,8 @@
 namespace specd {
 namespace {
 
-// Prior pseudo-counts of the depth-1 estimate (mean 0.5, or the base a
-// model from AsPrior has) and the weight with which depth d leans on depth
-// d - 1's estimate.
+// Prior pseudo-counts of the depth-1 estimate (mean 0.5) and the weight with
+// which depth d leans on depth d - 1's estimate.
 constexpr double kPriorWeight = 2.0;
 // Each observation scales the older ones by this, so the estimate follows
 // roughly the last 1 / (1 - kDecay) = 32 steps.
@@ -136,7 +135,6 @@ bool AcceptanceModel::FromCounts(const std::vector<double>& tried,
 AcceptanceModel AcceptanceModel::AsPrior(double steps) const {
   AcceptanceModel m = *this;
   m.steps_ = 0;
-  m.base_ = p(1);
   const double scale = tried_[0] > steps ? steps / tried_[0] : 1.0;
   for (size_t d = 0; d < tried_.size(); ++d) {
     m.tried_[d] *= scale;
@@ -146,7 +144,7 @@ AcceptanceModel AcceptanceModel::AsPrior(double steps) const {
 }
 
 double AcceptanceModel::p(int d) const {
-  double prior = base_;
+  double prior = 0.5;
   double est = prior;
   for (int i = 1; i <= std::min(d, max_depth()); ++i) {
     est = (accepted_[i - 1] + kPriorWeight * prior) / (tried_[i - 1] + kPriorWeight);
@@ -171,7 +169,7 @@ double AcceptanceModel::Walk(int k_max, double optimism, double* out) const {
   // deep chains look cheap to explore, and they are not), at most what a
   // chain can yield.
   const double bonus = optimism > 0 ? optimism * p_stddev(1) : 0;
-  double e = 1, run = 1, prior = base_;  // run: Π p(j) so far; depth d's prior is p(d - 1)
+  double e = 1, run = 1, prior = 0.5;  // run: Π p(j) so far; depth d's prior is p(d - 1)
   if (out) out[0] = 1;
   for (int d = 1; d <= k_max; ++d) {
     if (d <= max_depth()) {

@@ -108,10 +108,6 @@ class AcceptanceModel {
   double p_stddev(int d) const;
   // A copy whose counts weigh at most `steps` observations: the pooled
   // acceptance of earlier sequences as a new sequence's starting estimate.
-  // Its prior mean is this model's p(1), so as Age fades the copy's counts
-  // its estimate returns to what the drafter is known to do, not to the
-  // blind 0.5 (which would reopen a drafter that is known never to be
-  // right every few dozen plain steps).
   AcceptanceModel AsPrior(double steps) const;
   // E(k), E(0) = 1. optimism > 0: E(k >= 1) raised by that many standard
   // deviations of p(1)'s estimate (at most to k + 1), an upper estimate for
@@ -139,9 +135,6 @@ class AcceptanceModel {
 
   std::vector<double> tried_, accepted_;
   int steps_ = 0;
-  // The mean of depth 1's prior: 0.5 (blind), or what the model AsPrior
-  // was called on estimated. The counts fade towards it, not towards 0.5.
-  double base_ = 0.5;
 };
 
 struct DepthChoice {

@@ -61,25 +61,6 @@ TEST(AcceptanceModelTest, FromCountsRestoresWhatObserveLearned) {
   EXPECT_DOUBLE_EQ(deep.p(4), m.p(3));  // an untried depth leans on the one above
 }
 
-// A new sequence's estimate from the pooled one fades, over plain steps,
-// towards the pooled p(1), not the blind 0.5: a drafter known never to be
-// right stays known as such.
-TEST(AcceptanceModelTest, AsPriorFadesTowardsThePooledEstimate) {
-  for (int accepted : {0, 1}) {
-    AcceptanceModel pooled(2);
-    for (int i = 0; i < 60; ++i) pooled.Observe(1, accepted);
-    const double pooled_p = pooled.p(1);
-    AcceptanceModel seq = pooled.AsPrior(8);
-    EXPECT_NEAR(seq.p(1), pooled_p, 0.03);
-    for (int i = 0; i < 2000; ++i) seq.Age();
-    EXPECT_NEAR(seq.p(1), pooled_p, 1e-6) << "accepted " << accepted;
-    EXPECT_NEAR(seq.p(2), pooled_p, 1e-6) << "an untried depth leans on depth 1";
-  }
-  AcceptanceModel blind(2);
-  for (int i = 0; i < 2000; ++i) blind.Age();
-  EXPECT_DOUBLE_EQ(blind.p(1), 0.5);
-}
-
 TEST(AcceptanceModelTest, FromCountsRefusesCountsNoModelHas) {
   AcceptanceModel out(2);
   out.Observe(1, 1);

