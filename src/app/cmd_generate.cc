@@ -204,8 +204,8 @@ Status RunGenerate(const GenerateFlags& f, const ResolvedEngineOptions& eo,
   const AcceptanceMemory memory(spec, ro, f.spec.draft_model,
                                 req.sampling.greedy() ? "greedy" : "sampled",
                                 !f.spec.no_acceptance_cache);
-  const int depths = std::max(spec.max_auto_depth, spec.tree.num_draft_tokens - 1);
-  const AcceptanceModel prior = memory.Load(depths).value_or(AcceptanceModel(depths));
+  const AcceptanceModel prior =
+      memory.Load(spec.MaxDraftDepth()).value_or(AcceptanceModel(spec.MaxDraftDepth()));
   AcceptanceModel pooled = prior;
   // ORACLE (benchmarks): a fixed chain of the target's own greedy tokens,
   // corrupted so that a step yields oracle_tau tokens on average.

@@ -75,9 +75,7 @@ Status ServeOnRank0(const ServeFlags& f, const ResolvedEngineOptions& eo,
                  .WithStage("step costs");
   const AcceptanceMemory memory(so.scheduler.spec, eo.runner, f.spec.draft_model, "serve",
                                 !f.spec.no_acceptance_cache);
-  const std::optional<AcceptanceModel> prior =
-      memory.Load(std::max(so.scheduler.spec.max_auto_depth,
-                           so.scheduler.spec.tree.num_draft_tokens - 1));
+  const std::optional<AcceptanceModel> prior = memory.Load(so.scheduler.spec.MaxDraftDepth());
   if (s.ok()) s = srv.Attach(&engine, tok.get(), head.get(), prior ? &*prior : nullptr);
   if (!s.ok()) {
     srv.Shutdown();

@@ -1,7 +1,7 @@
 // What auto-shaped speculation learns about a model, kept in ~/.cache/specd
 // (or $XDG_CACHE_HOME/specd) so a restart need not learn it again: the step
 // costs (per model, binary, machine and engine settings) and the drafter's
-// acceptance (per target and drafter).
+// acceptance (per target, drafter and workload).
 #pragma once
 
 #include <optional>

@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -43,6 +45,7 @@ std::optional<AcceptanceModel> LoadAcceptance(const std::string& cache_dir,
     LOG_WARN("acceptance", "ignoring {}: {}; starting from the prior (p = 0.5)", path, why);
     return std::nullopt;
   };
+  if (j.is_discarded()) return ignored("not valid JSON (a torn or truncated write?)");
   if (!j.is_object() || j.value("format", "") != kFormat)
     return ignored(fmt::format("not a JSON object with \"format\": \"{}\"", kFormat));
   // Another key under the same hash: not ours, and not wrong.
@@ -76,9 +79,16 @@ void SaveAcceptance(const std::string& cache_dir, const std::string& key,
                         {"accepted", model.accepted()}}
              .dump();
   out.close();
-  if (!out || (std::filesystem::rename(tmp, path, ec), ec)) {
+  std::string why;
+  if (!out) {
+    why = fmt::format("writing {} failed: {}", tmp, std::strerror(errno));
+  } else if (std::filesystem::rename(tmp, path, ec); ec) {
+    why = fmt::format("renaming {} failed: {}", tmp, ec.message());
+  }
+  if (!why.empty()) {
     std::filesystem::remove(tmp, ec);
-    LOG_WARN("acceptance", "could not remember the acceptance in {}", path);
+    LOG_WARN("acceptance", "could not remember the acceptance in {} ({}); the next run starts "
+             "from p = 0.5", path, why);
   }
 }
 

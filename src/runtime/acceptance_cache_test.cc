@@ -41,6 +41,17 @@ TEST(AcceptanceCacheTest, NothingLearnedIsNotWritten) {
   EXPECT_FALSE(std::filesystem::exists(AcceptanceCachePath(dir.path(), "k")));
 }
 
+// A cache folder that cannot be made (a file is in the way) costs the
+// memory, never the run.
+TEST(AcceptanceCacheTest, AnUnwritableCacheIsLoggedNotFatal) {
+  testing_util::TempDir dir;
+  std::ofstream(dir / "file") << "x";
+  const std::string cache = dir / "file/specd";
+  SaveAcceptance(cache, "k", Learned());
+  EXPECT_FALSE(LoadAcceptance(cache, "k", 4).has_value());
+  EXPECT_FALSE(std::filesystem::exists(AcceptanceCachePath(cache, "k")));
+}
+
 TEST(AcceptanceCacheTest, ACorruptFileIsIgnored) {
   testing_util::TempDir dir;
   const std::string key = "k";

@@ -31,19 +31,13 @@ Scheduler::Scheduler(Engine* engine, const Tokenizer* tokenizer, Eagle3Head* hea
       tokenizer_(tokenizer),
       head_(head),
       options_(options),
-      pooled_acceptance_(
-          std::max(options.spec.max_auto_depth, options.spec.tree.num_draft_tokens - 1)) {
+      pooled_acceptance_(options.spec.MaxDraftDepth()) {
   const KvCache& kv = engine_->kv();
   kv_capacity_tokens_ = kv.n_pages() * kv.page_size();
   max_prompt_tokens_ = std::min(engine_->config().max_seq_len - 1, kv_capacity_tokens_ - 1);
   metrics_.kv_total_pages = kv.n_pages();
-  if (options.acceptance_prior.has_value()) {
-    AcceptanceModel& m = pooled_acceptance_;
-    if (!AcceptanceModel::FromCounts(options.acceptance_prior->tried(),
-                                     options.acceptance_prior->accepted(),
-                                     options.acceptance_prior->observations(), m.max_depth(), &m))
-      LOG_WARN("acceptance", "the acceptance prior has inconsistent counts: not used");
-  }
+  if (options.acceptance_prior.has_value())
+    pooled_acceptance_ = options.acceptance_prior->WithMaxDepth(pooled_acceptance_.max_depth());
 }
 
 Scheduler::~Scheduler() { Stop(0); }

@@ -122,14 +122,24 @@ bool AcceptanceModel::FromCounts(const std::vector<double>& tried,
     // A chain reaches depth d + 1 only through an accepted depth d.
     if (d > 0 && t > accepted[d - 1] + kSlack) return false;
   }
-  AcceptanceModel m(max_depth);
-  for (size_t d = 0; d < tried.size() && d < m.tried_.size(); ++d) {
+  AcceptanceModel m(static_cast<int>(tried.size()));
+  for (size_t d = 0; d < tried.size(); ++d) {
     m.tried_[d] = tried[d];
     m.accepted_[d] = std::min(accepted[d], tried[d]);
   }
   m.steps_ = observations;
-  *out = std::move(m);
+  *out = m.WithMaxDepth(max_depth);
   return true;
+}
+
+AcceptanceModel AcceptanceModel::WithMaxDepth(int max_depth) const {
+  AcceptanceModel m(max_depth);
+  for (size_t d = 0; d < tried_.size() && d < m.tried_.size(); ++d) {
+    m.tried_[d] = tried_[d];
+    m.accepted_[d] = accepted_[d];
+  }
+  m.steps_ = steps_;
+  return m;
 }
 
 AcceptanceModel AcceptanceModel::AsPrior(double steps) const {

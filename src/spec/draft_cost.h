@@ -128,6 +128,9 @@ class AcceptanceModel {
   // than tried at a depth, or a depth tried more than the one before it).
   static bool FromCounts(const std::vector<double>& tried, const std::vector<double>& accepted,
                          int observations, int max_depth, AcceptanceModel* out);
+  // This model with max_depth depths (deeper counts dropped, missing depths
+  // untried), its observations kept.
+  AcceptanceModel WithMaxDepth(int max_depth) const;
 
  private:
   // E(0..k_max) into out[0..k_max] (out may be null); returns E(k_max).

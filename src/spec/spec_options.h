@@ -1,6 +1,8 @@
 // What speculative decoding runs with: the drafter and the draft shape.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,6 +35,10 @@ struct SpecOptions {
   std::vector<int32_t> oracle_sequence;
   double oracle_accept = 1;
   uint64_t oracle_seed = 1;
+
+  // Deepest draft depth a step can verify (auto chains or the fixed tree):
+  // how many depths an acceptance model of this configuration tracks.
+  int MaxDraftDepth() const { return std::max(max_auto_depth, tree.num_draft_tokens - 1); }
 
   // KV slots one speculative step appends after the committed tokens: the
   // largest draft tree verified at once (1 without speculation).

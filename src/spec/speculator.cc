@@ -22,7 +22,7 @@ Speculator::Speculator(const SpecOptions& options, Eagle3Head* head, const Model
       vocab_(config.vocab_size),
       max_seq_len_(config.max_seq_len),
       aux_stride_(3 * config.hidden_dim),
-      acceptance_(std::max(options.max_auto_depth, options.tree.num_draft_tokens - 1)) {
+      acceptance_(options.MaxDraftDepth()) {
   if (acceptance != nullptr && acceptance->max_depth() == acceptance_.max_depth())
     acceptance_ = *acceptance;
 }
