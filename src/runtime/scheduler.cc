@@ -83,7 +83,8 @@ std::vector<int> Scheduler::ChooseDraftDepths(const std::vector<Sequence*>& plan
     if (r.step_prefill || !r.spec) {
       other += r.step_tokens;
     } else {
-      deepest[i] = r.spec->DraftableDepth(r.history, r.n_kv);
+      // A plain step for want of free pages drafts nothing.
+      deepest[i] = r.step_plain ? 0 : r.spec->DraftableDepth(r.history, r.n_kv);
       models.push_back(&r.spec->acceptance());
       max_depth.push_back(deepest[i]);
       index.push_back(static_cast<int>(i));
@@ -453,9 +454,17 @@ Status Scheduler::RunBatch() {
     r.step_undrafted = false;
     int n;
     const int free_pages = kv.free_pages() - reserved;
+    bool plain = false;
     if (!r.prefilling()) {
       n = r.spec ? r.spec->MaxTreeSize(r.n_kv) : 1;
-      if (pages(r.n_kv + n) - pages(r.n_kv) > free_pages) n = 0;
+      // A draft is optional: where the pages its tree needs are not free, the
+      // sequence takes a plain one-token step (depth 0) instead of preempting
+      // a newer sequence for them (whose re-prefill costs more than any
+      // draft can win). Only a sequence that cannot grow by one token preempts.
+      if (pages(r.n_kv + n) - pages(r.n_kv) > free_pages) {
+        plain = n > 1 && pages(r.n_kv + 1) - pages(r.n_kv) <= free_pages;
+        n = plain ? 1 : 0;
+      }
     } else {
       n = std::min({options_.prefill_chunk, r.prefill_end - r.n_kv, prefill_budget});
       const int room = pages(r.n_kv) * ps - r.n_kv + free_pages * ps;
@@ -464,6 +473,7 @@ Status Scheduler::RunBatch() {
     }
     if (n > 0) {
       r.step_tokens = n;
+      r.step_plain = plain;
       r.step_prefill = r.prefilling();
       reserved += pages(r.n_kv + n) - pages(r.n_kv);
       if (r.step_prefill) prefill_budget -= n;
@@ -477,18 +487,6 @@ Status Scheduler::RunBatch() {
     }
     if (i + 1 < running_.size()) {
       Preempt(running_.size() - 1);
-      continue;
-    }
-    // Nothing newer left to preempt and the draft tree does not fit: a plain
-    // one-token step (depth 0) if that does, so a request that fits the
-    // cache alone still gets all its tokens.
-    if (!r.prefilling() && r.spec && pages(r.n_kv + 1) - pages(r.n_kv) <= free_pages) {
-      r.step_tokens = 1;
-      r.step_prefill = false;
-      r.step_plain = true;
-      reserved += pages(r.n_kv + 1) - pages(r.n_kv);
-      plan.push_back(&r);
-      ++i;
       continue;
     }
     if (plan.empty() && i == 0) {

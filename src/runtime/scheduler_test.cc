@@ -327,6 +327,48 @@ TEST(SchedulerTest, KvExhaustionPreemptsWithoutChangingOutput) {
   EXPECT_EQ(s.metrics().kv_used_pages.load(), 0);
 }
 
+// The same exhaustion with speculation: a sequence whose draft tree does not
+// fit the free pages takes a plain step instead of preempting a newer one,
+// so speculating preempts no more than plain decoding does, and every
+// request still gets the plain greedy tokens.
+TEST(SchedulerTest, DraftsNeverPreemptForRoom) {
+  const std::vector<ServeRequest> reqs = MakeRequests(8, 40, 0.f);
+  std::vector<Result> alone;
+  {
+    Rig big;
+    Scheduler s(big.engine.get(), nullptr, nullptr, SchedulerOptions{});
+    ASSERT_TRUE(s.Start().ok());
+    for (const ServeRequest& r : reqs) alone.push_back(RunAll(s, {r})[0]);
+  }
+  auto run = [&](SpecAlgorithm algorithm, int64_t* preemptions) {
+    Rig small(/*kv_cache_tokens=*/160);
+    SchedulerOptions o;
+    o.max_batch = 8;
+    o.spec.algorithm = algorithm;
+    o.spec.auto_shape = true;
+    // Drafts always pay by these costs, so every sequence asks for its tree.
+    StepCosts flat;
+    flat.learn = false;
+    flat.target.assign(64, 1e-3);
+    small.engine->set_step_costs(flat);
+    Scheduler s(small.engine.get(), nullptr, nullptr, o);
+    EXPECT_TRUE(s.Start().ok());
+    std::vector<Result> got = RunAll(s, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, alone[i].tokens) << "request " << i;
+      EXPECT_EQ(got[i].finish_reason, "length");
+    }
+    *preemptions = s.metrics().preemptions.load();
+    s.Stop(5);
+    EXPECT_EQ(s.metrics().kv_used_pages.load(), 0);
+  };
+  int64_t plain = 0, ngram = 0;
+  run(SpecAlgorithm::kNone, &plain);
+  run(SpecAlgorithm::kNgram, &ngram);
+  EXPECT_GT(plain, 0);
+  EXPECT_LE(ngram, plain);
+}
+
 TEST(SchedulerTest, CancellationFreesKvPages) {
   Rig rig;
   SchedulerOptions o;
