@@ -19,8 +19,9 @@
 // the decoding sequences need more pages than are free, the most recently
 // admitted sequences are preempted: their KV is dropped and they go back to
 // the front of the queue with what they generated so far, to be re-prefilled
-// later (recompute, as vLLM does). A request never fails because of other
-// requests.
+// later (recompute, as vLLM does). Room for a draft tree never preempts: a
+// sequence whose tree does not fit the free pages takes a plain step. A
+// request never fails because of other requests.
 //
 // Every request is a Sequence (runtime/sequence.h, which states its
 // invariants); between steps pages(seq) == ceil(n_kv / page_size).
