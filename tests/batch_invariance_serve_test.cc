@@ -8,18 +8,22 @@
 // Models: the demo pair in BF16 under --deterministic (AMX-BF16 tiles sum in
 // another order than the one-token kernel), and its Q8_0 / Q4_0 GGUFs
 // (`specd quantize`) with the default kernels, which are batch-invariant.
+// Every case runs once per kernel path of this CPU: the servers are started
+// with SPECD_KERNEL_ISA=<level> and SPECD_AMX=0|1 (kernel_paths_test_util.h).
 // Quantized rows run at TP 1 only: the demo's 432-unit MLP cannot be cut on
 // 32-element blocks for two ranks.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "kernels/kernel_paths_test_util.h"
 #include "serve_process.h"
 #include "test_util.h"
 
@@ -128,8 +132,10 @@ class BatchInvarianceServeTest : public ::testing::TestWithParam<Case> {
   // Serves the case's model (with the demo's EAGLE-3 head unless kNone) and
   // collects its texts. Each server measures its own step costs (a fresh
   // cache directory), so auto shapes differ from run to run.
-  Texts Serve(const Case& c, Spec spec) {
-    const std::string tag = std::string(c.name) + "-" + std::to_string(static_cast<int>(spec));
+  Texts Serve(const Case& c, Spec spec, const kernels::KernelPathCase& path) {
+    std::string tag = std::string(c.name) + "-" + std::to_string(static_cast<int>(spec)) + "-" +
+                      path.name;
+    std::replace(tag.begin(), tag.end(), '+', '_');
     const std::string model = std::string(c.dtype) == "bf16" ? Demo() : GgufDir(c.dtype);
     std::vector<std::string> args = {"serve",   "--model",   model, "--port", "0",
                                      "--served-model-name", "demo", "--threads", "1",
@@ -148,7 +154,11 @@ class BatchInvarianceServeTest : public ::testing::TestWithParam<Case> {
     ServeProcess server(dir_->path() + "/" + tag + ".log");
     std::string why;
     Texts t;
-    if (!server.Start(args, "XDG_CACHE_HOME=" + cache, &why)) {
+    const std::vector<std::string> env = {
+        "XDG_CACHE_HOME=" + cache,
+        std::string("SPECD_KERNEL_ISA=") + QuantDotIsaName(path.paths.quant_dot),
+        std::string("SPECD_AMX=") + (path.paths.amx_int8 ? "1" : "0")};
+    if (!server.Start(args, env, &why)) {
       ADD_FAILURE() << why;
       return t;
     }
@@ -158,6 +168,8 @@ class BatchInvarianceServeTest : public ::testing::TestWithParam<Case> {
     return t;
   }
 
+  void CheckOnePath(const Case& c, const kernels::KernelPathCase& path);
+
   static TempDir* dir_;
 };
 
@@ -165,10 +177,17 @@ TempDir* BatchInvarianceServeTest::dir_ = nullptr;
 
 // Three servers: plain, EAGLE-3 with a fixed tree, EAGLE-3 with auto shapes.
 TEST_P(BatchInvarianceServeTest, ConcurrentEqualsAloneAndSpeculativeEqualsPlain) {
-  const Case& c = GetParam();
-  const Texts plain = Serve(c, Spec::kNone);
-  const Texts spec = Serve(c, Spec::kTree);
-  const Texts spec_auto = Serve(c, Spec::kAuto);
+  for (const kernels::KernelPathCase& path : kernels::KernelPathCasesOfThisCpu()) {
+    SCOPED_TRACE("path " + path.name);
+    CheckOnePath(GetParam(), path);
+    if (HasFatalFailure()) return;
+  }
+}
+
+void BatchInvarianceServeTest::CheckOnePath(const Case& c, const kernels::KernelPathCase& path) {
+  const Texts plain = Serve(c, Spec::kNone, path);
+  const Texts spec = Serve(c, Spec::kTree, path);
+  const Texts spec_auto = Serve(c, Spec::kAuto, path);
   ASSERT_EQ(plain.alone.size(), static_cast<size_t>(kRequests));
   ASSERT_EQ(spec.alone.size(), static_cast<size_t>(kRequests));
   ASSERT_EQ(spec_auto.alone.size(), static_cast<size_t>(kRequests));

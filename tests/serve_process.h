@@ -47,11 +47,18 @@ class ServeProcess {
   // and waits up to 60 s for /health 200. False, with the log in *why, when
   // the process exits first or never becomes healthy.
   bool Start(const std::vector<std::string>& args, const std::string& env, std::string* why) {
+    return Start(args, std::vector<std::string>{env}, why);
+  }
+  // The same with several NAME=VALUE entries.
+  bool Start(const std::vector<std::string>& args, const std::vector<std::string>& env,
+             std::string* why) {
     pid_ = ::fork();
     if (pid_ == 0) {
       FILE* f = std::freopen(log_.c_str(), "w", stderr);
       (void)f;
-      if (!env.empty()) ::putenv(const_cast<char*>(env.c_str()));
+      for (const std::string& e : env) {
+        if (!e.empty()) ::putenv(const_cast<char*>(e.c_str()));
+      }
       std::vector<char*> argv;
       const std::string bin = SpecdBinary();
       argv.push_back(const_cast<char*>(bin.c_str()));

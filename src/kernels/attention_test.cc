@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/reference.h"
+#include "kernels/kernel_paths_test_util.h"
 #include "kernels/ops.h"
 
 namespace specd::kernels {
@@ -124,8 +125,9 @@ TEST(AttentionTest, SingleVisibleSlotReturnsItsValue) {
 
 // One query row's output is bitwise the same whether the row is attended
 // alone (decode: one query, the cache up to its own slot) or inside a batch of
-// queries (prefill, causal verify) at any position, with or without a pool.
-TEST(AttentionTest, QueryRowAloneEqualsRowInBatchCausal) {
+// queries (prefill, causal verify) at any position, with or without a pool:
+// on every kernel path of this CPU (the Highway float target it selects).
+void CheckQueryRowAloneEqualsRowInBatch() {
   ThreadPool pool(3);
   const int n_heads = 8, n_kv_heads = 2, page_size = 16;
   for (int head_dim : {64, 40})
@@ -154,10 +156,19 @@ TEST(AttentionTest, QueryRowAloneEqualsRowInBatchCausal) {
   }
 }
 
+TEST(AttentionTest, QueryRowAloneEqualsRowInBatchCausal) {
+  for (const KernelPathCase& c : KernelPathCasesOfThisCpu()) {
+    ScopedKernelPaths paths(c.paths);
+    SCOPED_TRACE("path " + c.name + ", float ops " + ActiveFloatTarget());
+    CheckQueryRowAloneEqualsRowInBatch();
+    if (HasFatalFailure()) return;
+  }
+}
+
 // A tree-masked verify pass: node i's output equals that of a plain causal
 // decode step over the prefix followed by i's ancestors and i itself (the
-// sequence node i stands for once accepted).
-TEST(AttentionTest, TreeNodeEqualsDecodeOverItsPath) {
+// sequence node i stands for once accepted); on every kernel path.
+void CheckTreeNodeEqualsDecodeOverItsPath() {
   ThreadPool pool(2);
   const int n_heads = 4, n_kv_heads = 2, head_dim = 32, page_size = 8;
   // 0 is the root; 1, 2 children of 0; 3 of 1; 4, 5 of 2; 6 of 3; 7 of 5.
@@ -200,6 +211,15 @@ TEST(AttentionTest, TreeNodeEqualsDecodeOverItsPath) {
                 out1.data(), nullptr);
       for (int i = 0; i < row; ++i) ASSERT_EQ(out[t * row + i], out1[i]) << "node " << t;
     }
+  }
+}
+
+TEST(AttentionTest, TreeNodeEqualsDecodeOverItsPath) {
+  for (const KernelPathCase& c : KernelPathCasesOfThisCpu()) {
+    ScopedKernelPaths paths(c.paths);
+    SCOPED_TRACE("path " + c.name + ", float ops " + ActiveFloatTarget());
+    CheckTreeNodeEqualsDecodeOverItsPath();
+    if (HasFatalFailure()) return;
   }
 }
 

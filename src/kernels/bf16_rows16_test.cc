@@ -1,7 +1,15 @@
-// BF16 matrices repacked into 16-row groups (RepackForMatMul): MatMul over the
-// repacked bytes equals MatMul over the original rows bit for bit on the
-// AVX512-BF16 path, the portable kernel follows the same summation order, and
-// both are close to a double-precision product.
+// BF16 matrices repacked into 16-row groups (RepackForMatMul), on every
+// kernel path this CPU runs (kernel_paths_test_util.h) and in both
+// batch-invariance modes. The contract (dispatch.h, RepackEnabled):
+// - AVX512-BF16 path, AMX-BF16 tiles not taking the file layout's products:
+//   the matrix is repacked, and MatMul over the groups equals MatMul over the
+//   file's rows bit for bit (any token count, pool or not, any row range); a
+//   token alone gets the bits it gets in a batch.
+// - AMX on with AMX-BF16, not batch-invariant, cols % 32 == 0 (the tiles take
+//   the file rows' many-token products, in another summation order), and the
+//   portable path: the matrix keeps its rows even when repacking is forced.
+// The portable group kernel follows the AVX512-BF16 summation order, and both
+// are close to a double-precision product.
 #include "kernels/cpu/bf16_rows16.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/bf16_amx.h"
 #include "kernels/dispatch.h"
+#include "kernels/kernel_paths_test_util.h"
 #include "kernels/matmul_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/thread_pool.h"
@@ -33,6 +43,15 @@ bool HaveAvx512Bf16Path() {
   return ActiveBf16Path() == Bf16DotPath::kAvx512Bf16 && cpu::Bf16Rows16Avx512() != nullptr;
 }
 
+// The contract above: whether a BF16 matrix of `cols` columns (rows % 16 == 0)
+// is repacked under the active paths when repacking is forced.
+bool ContractRepacks(int64_t cols) {
+  if (cols % 2 != 0 || !HaveAvx512Bf16Path()) return false;
+  const bool tiles = AmxActive() && GetCpuFeatures().amx_bf16 && cpu::HaveBf16Amx() &&
+                     !BatchInvariantEnabled() && cols % 32 == 0;
+  return !tiles;
+}
+
 std::string Trace(const Shape& s, int n_tokens) {
   return "rows=" + std::to_string(s.rows) + " cols=" + std::to_string(s.cols) +
          " n_tokens=" + std::to_string(n_tokens);
@@ -43,69 +62,97 @@ class Bf16Rows16Test : public testing::Test {
   void SetUp() override { SetRepack(true); }
   void TearDown() override {
     SetMatMulSplit(MatMulSplit::kDynamic);
+    SetBatchInvariant(false);
     ResetRepack();
+  }
+  // Runs `body` under every kernel path of this CPU and both batch-invariance
+  // modes, with a trace naming them.
+  template <typename Body>
+  void ForEachPath(Body body) {
+    for (const KernelPathCase& c : KernelPathCasesOfThisCpu()) {
+      ScopedKernelPaths paths(c.paths);
+      ASSERT_TRUE(paths.ok()) << c.name;
+      for (bool invariant : {false, true}) {
+        SetBatchInvariant(invariant);
+        SCOPED_TRACE("path " + c.name + (invariant ? ", batch-invariant" : ""));
+        body();
+        if (HasFatalFailure()) return;
+      }
+    }
   }
 };
 
 TEST_F(Bf16Rows16Test, EqualsTheRowLayoutBitwise) {
-  if (!HaveAvx512Bf16Path()) {
-    GTEST_SKIP() << "not supported: this CPU lacks AVX512-BF16 (flags: "
-                 << GetCpuFeatures().FlagString() << ")";
-  }
   ThreadPool pool(3);
-  for (MatMulSplit split : {MatMulSplit::kDynamic, MatMulSplit::kStatic}) {
-    SetMatMulSplit(split);
-    for (const Shape& s : kShapes) {
-      Weights m = MakeWeights(DType::kBF16, s.rows, s.cols, static_cast<uint32_t>(s.rows + s.cols));
-      TensorView orig = m.view;
-      std::vector<uint8_t> orig_bytes = m.bytes;
-      orig.data = orig_bytes.data();
-      ASSERT_TRUE(RepackForMatMul(&m.view, m.bytes.data()));
-      ASSERT_EQ(m.view.layout, WeightLayout::kRows16);
-      if (s.cols > 2) {
-        ASSERT_NE(m.bytes, orig_bytes);
-      }
-      for (int n_tokens : kTokens) {
-        SCOPED_TRACE(Trace(s, n_tokens));
-        std::vector<float> x = MakeActs(n_tokens, s.cols, static_cast<uint32_t>(n_tokens * 3));
-        std::vector<float> y(n_tokens * s.rows), y_pool(n_tokens * s.rows),
-            y_ref(n_tokens * s.rows);
-        MatMul(orig, x.data(), n_tokens, y_ref.data(), nullptr);
-        MatMul(m.view, x.data(), n_tokens, y.data(), nullptr);
-        MatMul(m.view, x.data(), n_tokens, y_pool.data(), &pool);
-        ASSERT_EQ(0, std::memcmp(y.data(), y_ref.data(), y.size() * sizeof(float)));
-        ASSERT_EQ(0, std::memcmp(y_pool.data(), y_ref.data(), y.size() * sizeof(float)));
-        // A token alone gives the bits it gets in the batch.
-        std::vector<float> y_last(s.rows);
-        MatMul(m.view, x.data() + (n_tokens - 1) * s.cols, 1, y_last.data(), nullptr);
-        ASSERT_EQ(0, std::memcmp(y_last.data(), y.data() + (n_tokens - 1) * s.rows,
-                                 y_last.size() * sizeof(float)));
+  int n_compared = 0;
+  ForEachPath([&] {
+    for (MatMulSplit split : {MatMulSplit::kDynamic, MatMulSplit::kStatic}) {
+      SetMatMulSplit(split);
+      for (const Shape& s : kShapes) {
+        Weights m =
+            MakeWeights(DType::kBF16, s.rows, s.cols, static_cast<uint32_t>(s.rows + s.cols));
+        TensorView orig = m.view;
+        std::vector<uint8_t> orig_bytes = m.bytes;
+        orig.data = orig_bytes.data();
+        if (!ContractRepacks(s.cols)) {
+          ASSERT_FALSE(RepackForMatMul(&m.view, m.bytes.data())) << Trace(s, 0);
+          ASSERT_EQ(m.view.layout, WeightLayout::kRows);
+          ASSERT_EQ(m.bytes, orig_bytes);
+          continue;
+        }
+        ASSERT_TRUE(RepackForMatMul(&m.view, m.bytes.data())) << Trace(s, 0);
+        ASSERT_EQ(m.view.layout, WeightLayout::kRows16);
+        if (s.cols > 2) {
+          ASSERT_NE(m.bytes, orig_bytes);
+        }
+        for (int n_tokens : kTokens) {
+          SCOPED_TRACE(Trace(s, n_tokens));
+          std::vector<float> x = MakeActs(n_tokens, s.cols, static_cast<uint32_t>(n_tokens * 3));
+          std::vector<float> y(n_tokens * s.rows), y_pool(n_tokens * s.rows),
+              y_ref(n_tokens * s.rows);
+          MatMul(orig, x.data(), n_tokens, y_ref.data(), nullptr);
+          MatMul(m.view, x.data(), n_tokens, y.data(), nullptr);
+          MatMul(m.view, x.data(), n_tokens, y_pool.data(), &pool);
+          ASSERT_EQ(0, std::memcmp(y.data(), y_ref.data(), y.size() * sizeof(float)));
+          ASSERT_EQ(0, std::memcmp(y_pool.data(), y_ref.data(), y.size() * sizeof(float)));
+          // A token alone gives the bits it gets in the batch.
+          std::vector<float> y_last(s.rows);
+          MatMul(m.view, x.data() + (n_tokens - 1) * s.cols, 1, y_last.data(), nullptr);
+          ASSERT_EQ(0, std::memcmp(y_last.data(), y.data() + (n_tokens - 1) * s.rows,
+                                   y_last.size() * sizeof(float)));
+          ++n_compared;
+        }
       }
     }
+  });
+  if (cpu::Bf16Rows16Avx512() != nullptr && GetCpuFeatures().avx512_bf16) {
+    EXPECT_GT(n_compared, 0) << "the AVX512-BF16 path never repacked";
   }
 }
 
 // Row ranges on and off the 16-row grid give the rows of the whole product.
 TEST_F(Bf16Rows16Test, RowRangesGiveTheirRowsOfTheWholeProduct) {
-  if (!HaveAvx512Bf16Path()) GTEST_SKIP() << "not supported: this CPU lacks AVX512-BF16";
   const int64_t rows = 96, cols = 160;
-  Weights m = MakeWeights(DType::kBF16, rows, cols, 5);
-  ASSERT_TRUE(RepackForMatMul(&m.view, m.bytes.data()));
-  for (int n_tokens : {1, 3}) {
-    std::vector<float> x = MakeActs(n_tokens, cols, 11);
-    std::vector<float> full(n_tokens * rows);
-    MatMul(m.view, x.data(), n_tokens, full.data(), nullptr);
-    for (auto [r0, r1] :
-         {std::pair<int64_t, int64_t>{16, 48}, {5, 37}, {0, 1}, {80, 96}, {33, 34}}) {
-      SCOPED_TRACE("rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ")");
-      const int64_t n = r1 - r0;
-      std::vector<float> y(n_tokens * n);
-      MatMulRows(m.view, r0, r1, x.data(), n_tokens, y.data(), nullptr);
-      for (int t = 0; t < n_tokens; ++t) {
-        ASSERT_EQ(0, std::memcmp(y.data() + t * n, full.data() + t * rows + r0, n * sizeof(float)));
+  ForEachPath([&] {
+    Weights m = MakeWeights(DType::kBF16, rows, cols, 5);
+    ASSERT_EQ(RepackForMatMul(&m.view, m.bytes.data()), ContractRepacks(cols));
+    for (int n_tokens : {1, 3}) {
+      std::vector<float> x = MakeActs(n_tokens, cols, 11);
+      std::vector<float> full(n_tokens * rows);
+      MatMul(m.view, x.data(), n_tokens, full.data(), nullptr);
+      for (auto [r0, r1] :
+           {std::pair<int64_t, int64_t>{16, 48}, {5, 37}, {0, 1}, {80, 96}, {33, 34}}) {
+        SCOPED_TRACE("rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ")");
+        const int64_t n = r1 - r0;
+        std::vector<float> y(n_tokens * n);
+        MatMulRows(m.view, r0, r1, x.data(), n_tokens, y.data(), nullptr);
+        for (int t = 0; t < n_tokens; ++t) {
+          ASSERT_EQ(0,
+                    std::memcmp(y.data() + t * n, full.data() + t * rows + r0, n * sizeof(float)));
+        }
       }
     }
-  }
+  });
 }
 
 // bf16 activations as the kernels take them (ldx a multiple of 32).
@@ -157,23 +204,22 @@ TEST_F(Bf16Rows16Test, PortableKernelFollowsTheSummationOrder) {
 }
 
 TEST_F(Bf16Rows16Test, RepacksOnlyWhatItsKernelsRead) {
-  if (!HaveAvx512Bf16Path()) {
-    // Without the AVX512-BF16 path a BF16 matrix keeps its rows even when
-    // repacking is forced: the portable row kernel sums in another order.
+  ForEachPath([&] {
+    EXPECT_EQ(WantsRepackForMatMul(MakeWeights(DType::kBF16, 32, 64, 1).view),
+              ContractRepacks(64));
+    EXPECT_EQ(WantsRepackForMatMul(MakeWeights(DType::kBF16, 32, 50, 1).view),
+              ContractRepacks(50));
+    EXPECT_FALSE(WantsRepackForMatMul(MakeWeights(DType::kBF16, 24, 64, 1).view));  // rows % 16
+    EXPECT_FALSE(WantsRepackForMatMul(MakeWeights(DType::kBF16, 32, 63, 1).view));  // odd cols
+    EXPECT_FALSE(WantsRepackForMatMul(MakeWeights(DType::kF16, 32, 64, 1).view));
+    EXPECT_FALSE(WantsRepackForMatMul(MakeWeights(DType::kF32, 32, 64, 1).view));
     Weights m = MakeWeights(DType::kBF16, 32, 64, 1);
-    EXPECT_FALSE(WantsRepackForMatMul(m.view));
-    return;
-  }
-  EXPECT_TRUE(WantsRepackForMatMul(MakeWeights(DType::kBF16, 32, 64, 1).view));
-  EXPECT_FALSE(WantsRepackForMatMul(MakeWeights(DType::kBF16, 24, 64, 1).view));  // rows % 16
-  EXPECT_FALSE(WantsRepackForMatMul(MakeWeights(DType::kBF16, 32, 63, 1).view));  // odd cols
-  EXPECT_FALSE(WantsRepackForMatMul(MakeWeights(DType::kF16, 32, 64, 1).view));
-  EXPECT_FALSE(WantsRepackForMatMul(MakeWeights(DType::kF32, 32, 64, 1).view));
-  Weights m = MakeWeights(DType::kBF16, 32, 64, 1);
-  ASSERT_TRUE(RepackForMatMul(&m.view, m.bytes.data()));
-  EXPECT_FALSE(RepackForMatMul(&m.view, m.bytes.data()));  // not twice
-  SetRepack(false);
-  EXPECT_FALSE(WantsRepackForMatMul(MakeWeights(DType::kBF16, 32, 64, 1).view));
+    EXPECT_EQ(RepackForMatMul(&m.view, m.bytes.data()), ContractRepacks(64));
+    EXPECT_FALSE(RepackForMatMul(&m.view, m.bytes.data()));  // not twice
+    SetRepack(false);
+    EXPECT_FALSE(WantsRepackForMatMul(MakeWeights(DType::kBF16, 32, 64, 1).view));
+    SetRepack(true);
+  });
 }
 
 }  // namespace

@@ -76,8 +76,16 @@ void SetBatchInvariant(bool on);
 // (kernels::RepackForMatMul). Default: Q4_0 / Q8_0 where the active quantized
 // path is AVX512-VNNI without AMX, BF16 where the BF16 path is AVX512-BF16
 // without AMX-BF16 (the kernels that read that layout fastest); --no-repack
-// turns it off (the A/B baseline). Same outputs either way. true: every
-// dtype that has a kernel over the groups (BF16 only on the AVX512-BF16 path).
+// turns it off (the A/B baseline).
+// Contract: repacking never changes a bit of any product under the kernel
+// paths active at load. Q4_0 / Q8_0: every path (scalar, AVX2, AVX-VNNI,
+// AVX512-VNNI, AMX-INT8) sums in one order over either layout. BF16: only the
+// AVX512-BF16 group kernel reads the groups, in the order of the AVX512-BF16
+// row kernel; so BF16 is repacked only on that path and never where the
+// AMX-BF16 tiles take the many-token products of the file's rows (AMX on,
+// not batch-invariant), which sum in another order: there, and on the
+// portable path, a BF16 matrix keeps its rows even when repacking is forced.
+// true: every dtype that has a kernel over the groups, within that contract.
 bool RepackEnabled();
 void SetRepack(bool on);
 void ResetRepack();  // back to the default above

@@ -378,16 +378,22 @@ void Bf16Rows16MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, con
 // AVX512-BF16 path).
 constexpr int kAmxBf16MinTokens = 2;
 
+// Whether BF16 matmuls of kAmxBf16MinTokens or more tokens over a k-column
+// matrix in the file's rows go to the AMX-BF16 tiles. Not in batch-invariant
+// mode: the tile kernel sums in another order than the row tile (four chains
+// by k-chunk mod 4 against two), and so than the 16-row group kernel.
+bool Bf16TilesTakeManyTokens(int64_t k) {
+  return k % 32 == 0 && AmxActive() && GetCpuFeatures().amx_bf16 && cpu::HaveBf16Amx() &&
+         !BatchInvariant();
+}
+
 void Bf16MatMulAvx512(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
                       int n_tokens, float* y, ThreadPool* pool) {
   const int64_t k = w.cols();
   const int64_t ldx = (k + 31) / 32 * 32;
   ActScratch& s = Scratch();
   ToBf16Acts(x, n_tokens, k, ldx, /*avx512=*/true, &s.bf16);
-  // Not in batch-invariant mode: the tile kernel sums in another order than
-  // the row tile below (four chains by k-chunk mod 4 against two).
-  if (n_tokens >= kAmxBf16MinTokens && k % 32 == 0 && AmxActive() && GetCpuFeatures().amx_bf16 &&
-      cpu::HaveBf16Amx() && !BatchInvariant()) {
+  if (n_tokens >= kAmxBf16MinTokens && Bf16TilesTakeManyTokens(k)) {
     cpu::Bf16TiledActs tiled;
     cpu::BuildBf16TiledActs(s.bf16.data(), ldx, n_tokens, k, &s.bf16_tiled, &tiled);
     const bool prefetch = g_prefetch.load(std::memory_order_relaxed);
@@ -434,6 +440,16 @@ bool Bf16RepackDefault() {
   return ActiveBf16Path() == Bf16DotPath::kAvx512Bf16 && cpu::Bf16Rows16Avx512() != nullptr &&
          !(AmxActive() && GetCpuFeatures().amx_bf16);
 }
+// Whether a BF16 matrix of `cols` columns may be repacked at all: only where
+// the AVX512-BF16 group kernel reads it (the portable group kernel does not
+// sum in the order of the portable row kernel), and not where the AMX-BF16
+// tiles would take its many-token products in the file's rows (they read
+// rows, and sum in another order than the group kernel): repacking never
+// changes a bit of any product.
+bool Bf16Repackable(int64_t cols) {
+  return cols % 2 == 0 && ActiveBf16Path() == Bf16DotPath::kAvx512Bf16 &&
+         cpu::Bf16Rows16Avx512() != nullptr && !Bf16TilesTakeManyTokens(cols);
+}
 
 }  // namespace
 
@@ -455,11 +471,8 @@ bool WantsRepackForMatMul(const TensorView& w) {
   if (w.dtype == DType::kQ4_0 || w.dtype == DType::kQ8_0) {
     return w.cols() % kQuantBlock == 0 && (v >= 0 ? v == 1 : QuantRepackDefault());
   }
-  // BF16 only where its AVX512-BF16 kernel runs: the portable kernel over the
-  // groups does not sum in the order of the portable row kernel.
   if (w.dtype == DType::kBF16) {
-    return w.cols() % 2 == 0 && ActiveBf16Path() == Bf16DotPath::kAvx512Bf16 &&
-           cpu::Bf16Rows16Avx512() != nullptr && (v >= 0 ? v == 1 : Bf16RepackDefault());
+    return Bf16Repackable(w.cols()) && (v >= 0 ? v == 1 : Bf16RepackDefault());
   }
   return false;
 }

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/reference.h"
 #include "kernels/dispatch.h"
+#include "kernels/kernel_paths_test_util.h"
 #include "kernels/matmul_test_util.h"
 #include "kernels/ops.h"
 
@@ -521,19 +522,22 @@ TEST(Bf16Avx512MatMulTest, MatchesReference) {
   SetBf16Path(GetKernelPaths().bf16);
 }
 
-TEST(Bf16Avx512MatMulTest, BatchedEqualsOneTokenBitwise) {
-  if (!SetBf16Path(Bf16DotPath::kAvx512Bf16)) {
-    GTEST_SKIP() << "not supported: this CPU lacks avx512_bf16";
+// BF16 is batch-invariant on every kernel path of this CPU in batch-invariant
+// mode, and outside it wherever the AMX-BF16 tiles are not on (with them, the
+// many-token products sum in another order than the one-token kernel).
+TEST(Bf16MatMulTest, BatchedEqualsOneTokenBitwiseOnEveryPath) {
+  for (const KernelPathCase& c : KernelPathCasesOfThisCpu()) {
+    ScopedKernelPaths paths(c.paths);
+    for (bool invariant : {true, false}) {
+      if (!invariant && c.paths.amx_int8 && GetCpuFeatures().amx_bf16) continue;
+      SCOPED_TRACE("path " + c.name + (invariant ? ", batch-invariant" : ""));
+      SetBatchInvariant(invariant);
+      CheckBatchInvariance(DType::kBF16);
+      if (HasFatalFailure()) break;
+    }
+    SetBatchInvariant(false);
+    if (HasFatalFailure()) return;
   }
-  // In batch-invariant mode AMX-BF16 is skipped; without AMX both modes run
-  // the row tile.
-  for (bool invariant : {true, false}) {
-    if (!invariant && AmxActive()) continue;
-    SetBatchInvariant(invariant);
-    CheckBatchInvariance(DType::kBF16);
-  }
-  SetBatchInvariant(false);
-  SetBf16Path(GetKernelPaths().bf16);
 }
 
 }  // namespace

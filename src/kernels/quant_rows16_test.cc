@@ -1,6 +1,7 @@
 // Q4_0 / Q8_0 matrices repacked into 16-row groups (RepackForMatMul): on
-// every quantized path this CPU runs, MatMul over the repacked bytes equals
-// the summation-order reference over the original GGUF rows bit for bit.
+// every quantized path this CPU runs (AMX-INT8 tiles on and off), MatMul
+// over the repacked bytes equals the summation-order reference over the
+// original GGUF rows bit for bit.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -19,6 +20,7 @@ namespace {
 struct Rows16Case {
   QuantDotIsa isa;
   DType dtype;
+  bool amx = false;  // AMX-INT8 tiles on (avx512vnni only)
 };
 
 class Rows16Test : public testing::TestWithParam<Rows16Case> {
@@ -28,10 +30,16 @@ class Rows16Test : public testing::TestWithParam<Rows16Case> {
       GTEST_SKIP() << "not supported: this CPU lacks " << QuantDotIsaName(GetParam().isa)
                    << " (flags: " << GetCpuFeatures().FlagString() << ")";
     }
+    if (!SetAmx(GetParam().amx)) {
+      GTEST_SKIP() << "not supported: AMX-INT8 tiles unavailable (" << GetKernelPaths().amx_reason
+                   << ")";
+    }
+    ASSERT_EQ(AmxActive(), GetParam().amx);
     SetRepack(true);
   }
   void TearDown() override {
     SetQuantDotIsa(GetKernelPaths().quant_dot);
+    SetAmx(GetKernelPaths().amx_int8);
     SetMatMulSplit(MatMulSplit::kDynamic);
     ResetRepack();
   }
@@ -116,9 +124,12 @@ INSTANTIATE_TEST_SUITE_P(
                     Rows16Case{QuantDotIsa::kAvxVnni, DType::kQ4_0},
                     Rows16Case{QuantDotIsa::kAvxVnni, DType::kQ8_0},
                     Rows16Case{QuantDotIsa::kAvx512Vnni, DType::kQ4_0},
-                    Rows16Case{QuantDotIsa::kAvx512Vnni, DType::kQ8_0}),
+                    Rows16Case{QuantDotIsa::kAvx512Vnni, DType::kQ8_0},
+                    Rows16Case{QuantDotIsa::kAvx512Vnni, DType::kQ4_0, true},
+                    Rows16Case{QuantDotIsa::kAvx512Vnni, DType::kQ8_0, true}),
     [](const testing::TestParamInfo<Rows16Case>& info) {
-      return std::string(QuantDotIsaName(info.param.isa)) + "_" + DTypeName(info.param.dtype);
+      return std::string(info.param.amx ? "amx" : QuantDotIsaName(info.param.isa)) + "_" +
+             DTypeName(info.param.dtype);
     });
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "kernels/dispatch.h"
+#include "kernels/kernel_paths_test_util.h"
 #include "model/weight_binding.h"
 #include "modelgen/fixture.h"
 #include "runtime/engine.h"
@@ -82,10 +83,13 @@ TEST_F(ModelRunnerTest, WireFormatRunsLikeTheOriginalAndEngineMatchesExecute) {
   EXPECT_EQ(engine.kv().used_pages(), 0);
 }
 
-// Q4_0 / Q8_0 and BF16 weights repacked at load (RepackForMatMul, forced on
-// so every CPU runs it; BF16 where the AVX512-BF16 path runs) give the logits
-// of the file's layout bit for bit; only the linear layers in anonymous memory
-// are repacked, never the embedding table.
+// Q4_0 / Q8_0 and BF16 weights repacked at load (RepackForMatMul, forced on)
+// give the logits of the file's layout bit for bit, on every kernel path of
+// this CPU (kernel_paths_test_util.h); only the linear layers in anonymous
+// memory are repacked, never the embedding table. What is repacked follows
+// the contract of kernels::RepackEnabled: Q4_0 / Q8_0 on every path; BF16 on
+// the AVX512-BF16 path, except matrices whose many-token products the
+// AMX-BF16 tiles take in the file's rows (cols % 32 == 0 with AMX on).
 TEST(ModelRunnerRepackTest, RepackedWeightsRunLikeTheFileLayout) {
   std::string tmpl = (std::filesystem::temp_directory_path() / "specd-repack-XXXXXX").string();
   const std::string dir = ::mkdtemp(tmpl.data());
@@ -94,10 +98,6 @@ TEST(ModelRunnerRepackTest, RepackedWeightsRunLikeTheFileLayout) {
   for (DType dtype : {DType::kQ4_0, DType::kQ8_0, DType::kBF16}) {
     SCOPED_TRACE(DTypeName(dtype));
     const bool bf16 = dtype == DType::kBF16;
-    if (bf16 && kernels::ActiveBf16Path() != Bf16DotPath::kAvx512Bf16) {
-      std::printf("BF16 repack not run: this CPU lacks AVX512-BF16\n");
-      continue;
-    }
     FixtureOptions fo;
     fo.preset = "tiny";
     fo.format = bf16 ? "safetensors" : "gguf";
@@ -105,37 +105,53 @@ TEST(ModelRunnerRepackTest, RepackedWeightsRunLikeTheFileLayout) {
     fo.out = dir + "/tiny-" + DTypeName(dtype) + (bf16 ? "" : ".gguf");
     fo.seed = 11;
     ASSERT_TRUE(MakeFixture(fo).ok());
-    auto run = [&](bool repack, bool mmap, int* n_repacked) {
-      RunnerOptions ro;
-      ro.model_path = fo.out;
-      ro.load.use_mmap = mmap;
-      ro.repack = repack;
-      auto r = ModelRunner::Create(ro, comm.get());
-      EXPECT_TRUE(r.ok()) << r.status().ToString();
-      *n_repacked = 0;
-      for (const auto& [name, t] : (*r)->checkpoint().tensors()) {
-        if (t.layout == WeightLayout::kRows) continue;
-        ++*n_repacked;
-        EXPECT_NE(name, "model.embed_tokens.weight");
+    for (const kernels::KernelPathCase& c : kernels::KernelPathCasesOfThisCpu()) {
+      SCOPED_TRACE("path " + c.name);
+      kernels::ScopedKernelPaths paths(c.paths);
+      ASSERT_TRUE(paths.ok());
+      const bool bf16_tiles = c.paths.amx_int8 && GetCpuFeatures().amx_bf16;
+      auto run = [&](bool repack, bool mmap, int* n_repacked) {
+        RunnerOptions ro;
+        ro.model_path = fo.out;
+        ro.load.use_mmap = mmap;
+        ro.repack = repack;
+        ro.amx = c.paths.amx_int8;
+        auto r = ModelRunner::Create(ro, comm.get());
+        EXPECT_TRUE(r.ok()) << r.status().ToString();
+        EXPECT_EQ(kernels::AmxActive(), c.paths.amx_int8);
+        *n_repacked = 0;
+        for (const auto& [name, t] : (*r)->checkpoint().tensors()) {
+          if (t.layout == WeightLayout::kRows) continue;
+          ++*n_repacked;
+          EXPECT_NE(name, "model.embed_tokens.weight");
+          if (bf16) {
+            EXPECT_EQ(c.paths.bf16, Bf16DotPath::kAvx512Bf16) << name;
+            if (bf16_tiles) {
+              EXPECT_NE(t.shape[1] % 32, 0) << name << ": the tiles read its rows";
+            }
+          }
+        }
+        StepDesc d;
+        d.kv_edits = {KvEdit::NewSequence(0)};
+        d.batch.push_back(SeqInput{0, {5, 6, 7, 8, 9}, {}, {}, false});
+        d.batch.back().all_logits = true;
+        ForwardOutput out;
+        EXPECT_TRUE((*r)->Execute(d, &out).ok());
+        return out.logits;
+      };
+      int n_file = 0, n_repacked = 0, n_mmap = 0;
+      const std::vector<float> file = run(false, false, &n_file);
+      const std::vector<float> repacked = run(true, false, &n_repacked);
+      const std::vector<float> mmaped = run(true, true, &n_mmap);
+      EXPECT_EQ(n_file, 0);
+      if (!bf16 || (c.paths.bf16 == Bf16DotPath::kAvx512Bf16 && !bf16_tiles)) {
+        EXPECT_GE(n_repacked, 7 * 2) << "every linear layer of both layers";
       }
-      StepDesc d;
-      d.kv_edits = {KvEdit::NewSequence(0)};
-      d.batch.push_back(SeqInput{0, {5, 6, 7, 8, 9}, {}, {}, false});
-      d.batch.back().all_logits = true;
-      ForwardOutput out;
-      EXPECT_TRUE((*r)->Execute(d, &out).ok());
-      return out.logits;
-    };
-    int n_file = 0, n_repacked = 0, n_mmap = 0;
-    const std::vector<float> file = run(false, false, &n_file);
-    const std::vector<float> repacked = run(true, false, &n_repacked);
-    const std::vector<float> mmaped = run(true, true, &n_mmap);
-    EXPECT_EQ(n_file, 0);
-    EXPECT_GE(n_repacked, 7 * 2) << "every linear layer of both layers";
-    EXPECT_EQ(n_mmap, 0) << "mmap-ed bytes are read-only";
-    ASSERT_FALSE(file.empty());
-    EXPECT_EQ(repacked, file);
-    EXPECT_EQ(mmaped, file);
+      EXPECT_EQ(n_mmap, 0) << "mmap-ed bytes are read-only";
+      ASSERT_FALSE(file.empty());
+      EXPECT_EQ(repacked, file);
+      EXPECT_EQ(mmaped, file);
+    }
   }
   kernels::ResetRepack();
   std::filesystem::remove_all(dir);

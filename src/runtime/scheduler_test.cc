@@ -1,6 +1,7 @@
 // Continuous batching over a small random-weight model: batched output equals
 // each request run alone (and the single-sequence generation loops), KV pages
 // return to zero after cancellation and preemption, a full queue refuses.
+#include "base/test_reference.h"
 #include "runtime/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "kernels/dispatch.h"
+#include "kernels/kernel_paths_test_util.h"
 #include "runtime/generate.h"
 #include "runtime/reference_decode.h"
 #include "runtime/tiny_model_test_util.h"
@@ -33,6 +35,7 @@ struct Rig {
     ro.model_path = TinyModelPath();
     ro.threads = 2;
     ro.kv_cache_tokens = kv_cache_tokens;
+    ro.amx = kernels::AmxActive();  // the kernel path a test selected
     auto r = ModelRunner::Create(ro, comm.get());
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     runner = std::move(r).value();
@@ -108,9 +111,9 @@ class SchedulerBatchTest : public ::testing::TestWithParam<BatchCase> {};
 
 // 16 concurrent requests produce exactly the tokens each produces alone, and
 // equal plain decoding written without the scheduler (ReferenceDecode) with
-// the same sampling: greedy or seeded, speculative or not.
-TEST_P(SchedulerBatchTest, SixteenConcurrentEqualEachAlone) {
-  const BatchCase& c = GetParam();
+// the same sampling: greedy or seeded, speculative or not; on every kernel
+// path of this CPU.
+void CheckSixteenConcurrentEqualEachAlone(const BatchCase& c) {
   Rig rig;
   SchedulerOptions o;
   o.max_batch = 16;
@@ -144,6 +147,15 @@ TEST_P(SchedulerBatchTest, SixteenConcurrentEqualEachAlone) {
   EXPECT_EQ(s.metrics().running.load(), 0);
   if (c.algorithm != SpecAlgorithm::kNone) {
     EXPECT_GT(s.metrics().accept_length.Get().count, 0u);
+  }
+}
+
+TEST_P(SchedulerBatchTest, SixteenConcurrentEqualEachAlone) {
+  for (const kernels::KernelPathCase& path : kernels::KernelPathCasesOfThisCpu()) {
+    const kernels::ScopedKernelPaths paths(path.paths);
+    SCOPED_TRACE("path " + path.name);
+    CheckSixteenConcurrentEqualEachAlone(GetParam());
+    if (HasFatalFailure()) return;
   }
 }
 
@@ -188,6 +200,7 @@ struct DemoEagleRig {
     RunnerOptions ro;
     ro.model_path = demo;
     ro.threads = 2;
+    ro.amx = kernels::AmxActive();  // the kernel path a test selected
     auto r = ModelRunner::Create(ro, comm.get());
     if (!r.ok()) {
       ADD_FAILURE() << r.status().ToString();
@@ -205,10 +218,21 @@ struct DemoEagleRig {
   }
 };
 
+void CheckEagle3BatchedEqualsAloneAndPlain(float temperature);
+
 TEST_P(SchedulerEagle3Test, BatchedEqualsAloneAndPlain) {
   const ScopedBatchInvariant invariant;
+  for (const kernels::KernelPathCase& path : kernels::KernelPathCasesOfThisCpu()) {
+    const kernels::ScopedKernelPaths paths(path.paths);
+    SCOPED_TRACE("path " + path.name);
+    CheckEagle3BatchedEqualsAloneAndPlain(GetParam());
+    if (HasFatalFailure() || IsSkipped()) return;
+  }
+}
+
+void CheckEagle3BatchedEqualsAloneAndPlain(float temperature) {
   DemoEagleRig rig;
-  if (!rig.missing.empty()) GTEST_SKIP() << rig.missing;
+  if (!rig.missing.empty()) SPECD_REFERENCE_MISSING(rig.missing);
   ASSERT_NE(rig.engine, nullptr);
   Engine& engine = *rig.engine;
   SchedulerOptions o;
@@ -217,7 +241,7 @@ TEST_P(SchedulerEagle3Test, BatchedEqualsAloneAndPlain) {
   o.spec.tree.num_steps = 3;
   o.spec.tree.topk = 2;
   o.spec.tree.num_draft_tokens = 6;
-  const std::vector<ServeRequest> reqs = MakeRequests(16, 20, GetParam());
+  const std::vector<ServeRequest> reqs = MakeRequests(16, 20, temperature);
   std::vector<Result> alone;
   {
     Scheduler s(&engine, nullptr, rig.head.get(), o);
@@ -258,7 +282,7 @@ INSTANTIATE_TEST_SUITE_P(Sampling, SchedulerEagle3Test, ::testing::Values(0.f, 1
 TEST(SchedulerAutoShapeTest, PlainStepsInABatchFeedTheHeadTheirOwnRows) {
   const ScopedBatchInvariant invariant;
   DemoEagleRig rig;
-  if (!rig.missing.empty()) GTEST_SKIP() << rig.missing;
+  if (!rig.missing.empty()) SPECD_REFERENCE_MISSING(rig.missing);
   ASSERT_NE(rig.engine, nullptr);
   Engine& engine = *rig.engine;
   // Verifying n tokens costs n decode steps: drafting never pays, and a
