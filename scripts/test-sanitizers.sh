@@ -36,20 +36,28 @@ run() {  # run PRESET EXCLUDE_REGEX MODULE...
   label_re="^($(IFS='|'; echo "${labels[*]}"))\$"
   local start=$SECONDS
   echo "== $preset: building ${targets[*]}"
-  cmake --preset "$preset" >/dev/null
-  cmake --build --preset "$preset" --target "${targets[@]}"
+  # Called as `run ... || status=$?`, where set -e does not apply: each step
+  # returns its failure itself.
+  cmake --preset "$preset" >/dev/null || return $?
+  cmake --build --preset "$preset" --target "${targets[@]}" || return $?
   local built=$SECONDS
   echo "== $preset: running tests labelled $label_re${exclude:+, except $exclude}"
-  ctest --preset "$preset" -L "$label_re" ${exclude:+-E "$exclude"} -j "$(nproc)"
+  local rc=0
+  ctest --preset "$preset" -L "$label_re" ${exclude:+-E "$exclude"} -j "$(nproc)" || rc=$?
   echo "== $preset: build $((built - start)) s, tests $((SECONDS - built)) s"
+  return "$rc"
 }
 
+# Each preset runs even when an earlier one failed; the exit status is the
+# last failure's.
 presets=("$@")
 [ ${#presets[@]} -eq 0 ] && presets=(asan tsan)
+status=0
 for p in "${presets[@]}"; do
   case "$p" in
-    asan) run asan "$asan_exclude" $asan_modules ;;
-    tsan) run tsan "$tsan_exclude" $tsan_modules ;;
+    asan) run asan "$asan_exclude" $asan_modules || status=$? ;;
+    tsan) run tsan "$tsan_exclude" $tsan_modules || status=$? ;;
     *) echo "test-sanitizers: unknown preset '$p' (asan or tsan)" >&2; exit 2 ;;
   esac
 done
+exit "$status"

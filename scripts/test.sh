@@ -19,7 +19,14 @@ cmake --build --preset "$preset"
 if [ "$preset" = release ]; then
   scripts/check-thread-safety.sh build/release
 fi
-ctest --preset "$preset" -j "$(nproc)"
+# A failing release test does not stop the sanitizer subset (one failure must
+# not hide another); the script still exits non-zero.
+status=0
+ctest --preset "$preset" -j "$(nproc)" || status=$?
 if [ "$preset" = release ] && [ "${SPECD_SKIP_SANITIZERS:-0}" != 1 ]; then
-  scripts/test-sanitizers.sh asan tsan
+  scripts/test-sanitizers.sh asan tsan || status=$?
 fi
+if [ "$status" -ne 0 ]; then
+  echo "test.sh: failed (exit $status): see the ctest and sanitizer output above" >&2
+fi
+exit "$status"
