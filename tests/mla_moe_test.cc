@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/test_reference.h"
 #include "model/tiny_llama_test_util.h"
 #include "test_util.h"
 
@@ -34,7 +35,7 @@ constexpr const char* kHeadConfig = R"({
 class MlaMoeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(SpecdBinary())) GTEST_SKIP() << "specd binary not built";
+    if (!std::filesystem::exists(SpecdBinary())) SPECD_REFERENCE_MISSING("specd binary not built");
     model_ = dir_.path() + "/ds";
     int st = 0;
     std::string out = RunCommand(SpecdBinary() + " make-model --preset deepseek-v3-tiny --out " +

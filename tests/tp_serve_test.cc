@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/test_reference.h"
 #include "serve_process.h"
 #include "test_util.h"
 
@@ -65,7 +66,7 @@ std::string Stream(int port, int max_tokens, const std::function<void()>& on_fir
 class TpServeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(SpecdBinary())) GTEST_SKIP() << "specd binary not built";
+    if (!fs::exists(SpecdBinary())) SPECD_REFERENCE_MISSING("specd binary not built");
     model_ = dir_.path() + "/tiny";
     int st = 0;
     std::string out = RunCommand(SpecdBinary() + " make-model --preset tiny --format safetensors --out " +

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/test_reference.h"
 #include "base/mapped_file.h"
 #include "test_util.h"
 
@@ -26,7 +27,7 @@ using testing::SpecdBinary;
 class TpTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(SpecdBinary())) GTEST_SKIP() << "specd binary not built";
+    if (!std::filesystem::exists(SpecdBinary())) SPECD_REFERENCE_MISSING("specd binary not built");
     model_ = dir_.path() + "/tiny";
     int st = 0;
     std::string out = RunCommand(SpecdBinary() + " make-model --preset tiny --format safetensors --out " +
@@ -243,7 +244,7 @@ TEST(DemoModelTest, TrainedEagle3HeadGreedyEqualsPlainGreedy) {
   const std::string demo = std::string(SPECD_SOURCE_DIR) + "/models/demo";
   if (!std::filesystem::exists(testing::SpecdBinary()) ||
       !std::filesystem::exists(demo + "/eagle3/config.json"))
-    GTEST_SKIP() << "specd binary or the demo model pair is missing";
+    SPECD_REFERENCE_MISSING("specd binary or the demo model pair is missing");
   auto run = [&](const std::string& extra, nlohmann::json* stats = nullptr) {
     int st = 0;
     std::string out = testing::RunCommand(

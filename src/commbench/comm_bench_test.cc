@@ -61,7 +61,7 @@ TEST(CommBenchRun, ShmTwoRanks) {
 
 TEST(CommBenchRun, VerifyWorkloadThroughSpecdAndMpirun) {
   const std::string specd = std::string(SPECD_BINARY_DIR) + "/specd";
-  if (access(specd.c_str(), X_OK) != 0) GTEST_SKIP() << specd << " not built";
+  if (access(specd.c_str(), X_OK) != 0) SPECD_REFERENCE_MISSING(specd << " not built");
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0) SPECD_REFERENCE_MISSING("no mpirun (Open MPI)");
   CommBenchOptions o;
   o.backends = {"shm", "mpi"};
