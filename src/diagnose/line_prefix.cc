@@ -81,6 +81,14 @@ Level ParseLevelWord(std::string_view s, size_t* len, bool* specd_word) {
 // One space after a prefix (never more: indentation belongs to the content).
 size_t OneSpace(std::string_view s, size_t i) { return i < s.size() && s[i] == ' ' ? i + 1 : i; }
 
+// Records a stamp unless an outer one was found: a collector stamps every
+// line with one clock, while the processes' own stamps may be naive local time.
+void SetStamp(LinePrefix* out, double seconds) {
+  if (out->has_ts) return;
+  out->ts = seconds;
+  out->has_ts = true;
+}
+
 void AddLabel(LinePrefix* out, std::string_view label) {
   // "[rank0]:[E1202 ...] [Rank 0] msg": the same label again is not a new level.
   std::string_view have = out->label;
@@ -109,8 +117,7 @@ size_t TryIso(std::string_view s, LinePrefix* out) {
   size_t n = ParseIsoTimestamp(s, &t);
   if (n == 0) return 0;
   bool zulu = s[n - 1] == 'Z';
-  out->ts = t;
-  out->has_ts = true;
+  SetStamp(out, t);
   size_t i = n;
   if (i < s.size() && s[i] != ' ') return i;  // stamp glued to something: keep the rest
   i = OneSpace(s, i);
@@ -182,8 +189,7 @@ size_t TryLevelFirst(std::string_view s, LinePrefix* out) {
     size_t c = ParseClock(s, i + 7, &clock);
     if (c == 0) return 0;
     out->level = l;
-    out->ts = DaysFromCivil(2000, mo, d) * 86400.0 + clock;
-    out->has_ts = true;
+    SetStamp(out, DaysFromCivil(2000, mo, d) * 86400.0 + clock);
     size_t j = OneSpace(s, i + 7 + c);
     // "[file.py:123] " or "file.py:123] ": a token without spaces ending in ']'.
     size_t k = j;
@@ -228,8 +234,7 @@ size_t TryGlog(std::string_view s, LinePrefix* out) {
   }
   out->level = s[0] == 'I' ? Level::kInfo : s[0] == 'W' ? Level::kWarn
              : s[0] == 'E' ? Level::kError : Level::kCritical;
-  out->ts = DaysFromCivil(2000, mo, d) * 86400.0 + clock;
-  out->has_ts = true;
+  SetStamp(out, DaysFromCivil(2000, mo, d) * 86400.0 + clock);
   return OneSpace(s, close + 1);
 }
 
@@ -266,8 +271,7 @@ size_t TryBracket(std::string_view s, LinePrefix* out) {
   int rank = -1;
   double t;
   if (size_t n = ParseIsoTimestamp(inner, &t); n > 0) {
-    out->ts = t;
-    out->has_ts = true;
+    SetStamp(out, t);
     matched = true;
     std::string_view rest = inner.substr(n);
     while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
@@ -298,8 +302,7 @@ size_t TryBracket(std::string_view s, LinePrefix* out) {
     LinePrefix tmp;
     if (TryGlog(inner.size() + 2 <= s.size() ? s.substr(1) : inner, &tmp) > 0) {
       out->level = tmp.level;
-      out->ts = tmp.ts;
-      out->has_ts = true;
+      SetStamp(out, tmp.ts);
       matched = true;
     }
   }
@@ -357,8 +360,7 @@ size_t TrySyslog(std::string_view s, LinePrefix* out) {
   double clock;
   size_t c = ParseClock(s, i + 1, &clock);
   if (c == 0) return 0;
-  out->ts = DaysFromCivil(2000, month, day) * 86400.0 + clock;
-  out->has_ts = true;
+  SetStamp(out, DaysFromCivil(2000, month, day) * 86400.0 + clock);
   i = i + 1 + c;
   // " host tag[pid]: "
   size_t host_end = s.find(' ', i + 1);
@@ -470,10 +472,8 @@ void ParseLinePrefix(std::string_view line, LinePrefix* out) {
       field = out->csv_field;
     }
     ParsePrefixes(field, out);
-    if (!out->has_ts) {
-      out->ts = t;
-      out->has_ts = true;
-    }
+    out->ts = t;  // the export's stamp is the outermost one
+    out->has_ts = true;
     return;
   }
   ParsePrefixes(line, out);

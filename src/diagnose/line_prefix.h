@@ -33,9 +33,11 @@ struct LinePrefix {
   std::string label;
   // Rank from a label ("TP3", "rank=2", "[1,3]"), else -1.
   int rank = -1;
-  // Seconds from a stamp, on a year-2000 calendar: the year is dropped because
-  // many formats (vLLM, glog, syslog) have none, and stamps of all formats in
-  // one log must compare. Valid when has_ts.
+  // Seconds from the outermost stamp, on a year-2000 calendar: the year is
+  // dropped because many formats (vLLM, glog, syslog) have none, and stamps of
+  // all formats in one log must compare. A collector's stamp (CRI, console
+  // export, CSV) wins over the process's own, which may be naive local time
+  // while the collector's carries its zone. Valid when has_ts.
   double ts = 0;
   bool has_ts = false;
   Level level = Level::kNone;

@@ -144,5 +144,20 @@ TEST(LinePrefixTest, TimestampsCompareAcrossFormats) {
   EXPECT_EQ(ParseIsoTimestamp("12:00", &iso), 0u);
 }
 
+TEST(LinePrefixTest, CollectorStampWinsOverTheProcessStamp) {
+  // containerd writes the node's zone; vLLM and SGLang write naive local time.
+  double utc;
+  ASSERT_GT(ParseIsoTimestamp("2025-04-07T11:13:40.500Z", &utc), 0u);
+  LinePrefix p = Parse(
+      "2025-04-07T19:13:40.500+08:00 stderr F ERROR 04-07 19:13:40 [core.py:387] RuntimeError: x");
+  EXPECT_EQ(p.level, Level::kError);
+  EXPECT_DOUBLE_EQ(p.ts, utc);
+  p = Parse("2025-04-07T19:13:40.500+08:00 stdout F [2025-04-07 19:13:40 TP2] Decode batch.");
+  EXPECT_EQ(p.label, "TP2");
+  EXPECT_DOUBLE_EQ(p.ts, utc);
+  p = Parse("2025-04-07 11:13:40.500,\"[2025-04-07 19:13:40 TP2] Decode batch.\"");
+  EXPECT_DOUBLE_EQ(p.ts, utc);
+}
+
 }  // namespace
 }  // namespace specd::diagnose
