@@ -379,9 +379,11 @@ void Analyzer::MaybeErrorLine(Stream* s, const StreamLine& l) {
   // "Error: none" / "errors: 0" are counters, not exceptions.
   bool exc = ParseExceptionLine(c, &type, &msg) && ExceptionLikeType(type) &&
              (msg.empty() || !IsZeroOrEmptyValue(msg));
-  if (l.level < Level::kError && !exc && !StatesFailure(c)) return;
+  const bool states_failure = exc || StatesFailure(c);
+  if (l.level < Level::kError && !states_failure) return;
   Candidate cand;
   cand.kind = CandidateKind::kErrorLine;
+  cand.level_only = !states_failure;
   if (exc) {
     cand.type = Cap(type, 256);
     cand.message = Cap(msg, 2048);

@@ -110,6 +110,34 @@ TEST(AnalyzerTest, ConsequenceBeforeCauseIsNotTheCause) {
   EXPECT_EQ(d.consequences[0].process, "rank0");
 }
 
+// A kill seen from outside after another process stated its failure is that
+// failure's consequence, even when the failure is only an error line.
+TEST(AnalyzerTest, KillAfterAnotherFailureIsAConsequence) {
+  std::string log =
+      "[TP5] 2026-12-02 10:40:27,000 ERROR RuntimeError: CUDA error: uncorrectable ECC error\n"
+      "[2026-12-02 10:40:40] Received sigquit from a child process. It usually means the child "
+      "failed.\n"
+      "Killed\n";
+  Diagnosis d = DiagnoseText(log);
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.process, "TP5");
+  EXPECT_FALSE(d.cause_is_consequence);
+  EXPECT_EQ(d.consequences_total, 2u);
+}
+
+// Neither a progress bar that a collector marked ERROR nor a handled warning
+// is a failure that makes a later kill its consequence.
+TEST(AnalyzerTest, KillWithNothingFailedBeforeIsTheCause) {
+  std::string log =
+      "ERROR 2026-12-02T10:40:20.000Z Loading safetensors checkpoint shards: 100% Completed\n"
+      "INFO 2026-12-02T10:40:21.000Z loading 4 shards into host memory\n"
+      "ERROR 2026-12-02T10:40:30.000Z Killed\n";
+  Diagnosis d = DiagnoseText(log);
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.signature, "killed");
+  EXPECT_FALSE(d.cause_is_consequence);
+}
+
 TEST(AnalyzerTest, LoggingErrorIsNoiseButItsMessageIsAFallback) {
   std::string noise =
       "--- Logging error ---\n" +

@@ -55,6 +55,9 @@ struct Candidate {
   bool consequence = false;
   bool truncated = false;  // a traceback without its exception line
   bool noise = false;      // raised inside the logging module
+  // An error line kept only for its level: its text states no failure (a
+  // progress bar on stderr that a collector marked ERROR).
+  bool level_only = false;
   double ts = 0;
   bool has_ts = false;
   uint64_t order = 0;  // position of its key line in analysis order, within its source

@@ -27,6 +27,62 @@ void SortEarliestFirst(std::vector<Candidate>* v) {
   });
 }
 
+bool IsKillSignature(const std::string& signature) {
+  return signature == "killed" || signature == "oom_killed";
+}
+
+// Whether `a` happened before `b`: by time stamps when both have one, else by
+// position within one input. Unstamped candidates of different inputs are not
+// ordered.
+bool HappenedBefore(const Candidate& a, const Candidate& b) {
+  if (a.has_ts && b.has_ts && a.ts != b.ts) return a.ts < b.ts;
+  return a.source == b.source && a.order < b.order;
+}
+
+// A process killed from outside (a shell's "Killed", an agent's "exitcode:
+// -9", the kernel's OOM killer) after another failure was stated is a
+// consequence of that failure: launchers kill what is left once a child
+// failed, and schedulers kill a process that hung after its error. A kill is
+// a cause only when nothing failed before it. Only kills seen as log lines
+// move; a root cause the supervisor named stays where it is.
+void DemoteKillsAfterFailures(std::vector<Candidate>* tiers, uint64_t* counts) {
+  auto is_failure = [](const Candidate& c) {
+    return !c.consequence && !c.level_only && !IsKillSignature(c.signature);
+  };
+  auto failed_before = [&](const Candidate& kill) {
+    for (int t : {kTierCause, kTierGeneric}) {
+      for (const Candidate& c : tiers[t]) {
+        if (is_failure(c) && HappenedBefore(c, kill)) return true;
+      }
+    }
+    return false;
+  };
+  std::vector<Candidate>& causes = tiers[kTierCause];
+  std::vector<bool> late(causes.size(), false);
+  bool any_late = false;
+  for (size_t i = 0; i < causes.size(); ++i) {
+    const Candidate& c = causes[i];
+    late[i] = c.kind == CandidateKind::kErrorLine && IsKillSignature(c.signature) &&
+              failed_before(c);
+    any_late = any_late || late[i];
+  }
+  if (!any_late) return;
+  std::vector<Candidate> kept;
+  for (size_t i = 0; i < causes.size(); ++i) {
+    if (!late[i]) {
+      kept.push_back(std::move(causes[i]));
+      continue;
+    }
+    causes[i].consequence = true;
+    causes[i].tier = kTierConsequence;
+    tiers[kTierConsequence].push_back(std::move(causes[i]));
+    --counts[kTierCause];
+    ++counts[kTierConsequence];
+  }
+  causes = std::move(kept);
+  SortEarliestFirst(&tiers[kTierConsequence]);
+}
+
 std::string BaseName(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -74,6 +130,7 @@ Diagnosis Combine(std::vector<AnalysisResult> results, std::vector<std::string> 
     d.noise_blocks += r.noise_blocks;
   }
   for (auto& v : tiers) SortEarliestFirst(&v);
+  DemoteKillsAfterFailures(tiers, counts);
   d.missing_ranks.assign(missing.begin(), missing.end());
 
   int best = -1;

@@ -3,6 +3,8 @@ make_corpus.py, which owns the output directory and the expected-file keys):
 
   * a kill or teardown that follows another process's exception is a
     consequence of it (killed_after_*);
+  * tensor-parallel ranks in one file: a rank's own error beats the kill that
+    ends the job (tp_rank_*).
 """
 
 SG = "/sgl-workspace/sglang/python/sglang/srt"
@@ -21,6 +23,42 @@ C10_FRAMES = [
     "frame #4: c10d::ProcessGroupNCCL::watchdogHandler() + 0x213 (0x7f29d2026cf3 in /usr/local/lib/python3.10/dist-packages/torch/lib/libtorch_cuda.so)",
     "frame #5: <unknown function> + 0x94ac3 (0x7f2a1d294ac3 in /lib/x86_64-linux-gnu/libc.so.6)",
 ]
+
+
+def killed_after_cpp_abort_sglang(write):
+    # A scheduler dies in C++ (no Python traceback, only the terminate
+    # message and faulthandler's dump); the server then gets SIGQUIT from its
+    # child and the shell reports the server killed.
+    lines = [
+        "[2025-04-07 19:13:01] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=1, port=30000, mem_fraction_static=0.88, chunked_prefill_size=8192)",
+        "[2025-04-07 19:13:09 TP0] Load weight begin. avail mem=78.50 GB",
+        "[2025-04-07 19:13:14 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.41 GB, mem usage=15.09 GB.",
+        "[2025-04-07 19:13:15 TP0] KV Cache is allocated. #tokens: 421345, K size: 25.72 GB, V size: 25.72 GB",
+        "[2025-04-07 19:13:22 TP0] Capture cuda graph end. Time elapsed: 6.81 s. mem usage=1.02 GB. avail mem=10.61 GB.",
+        "[2025-04-07 19:13:23] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)",
+        "[2025-04-07 19:13:40 TP0] Prefill batch. #new-seq: 4, #new-token: 8192, #cached-token: 0, token usage: 0.02, #running-req: 0, #queue-req: 12",
+        "[2025-04-07 19:13:41 TP0] Decode batch. #running-req: 16, #token: 9344, token usage: 0.02, gen throughput (token/s): 612.40, #queue-req: 0",
+        "terminate called after throwing an instance of 'c10::Error'",
+        "  what():  CUDA error: an illegal memory access was encountered",
+    ] + CUDA_NOTES + [
+        "",
+        "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:43 (most recent call first):",
+    ] + C10_FRAMES + [
+        "",
+        "Fatal Python error: Aborted",
+        "",
+        "Thread 0x00007f28e3fff640 (most recent call first):",
+        f'  File "{SG}/managers/scheduler.py", line 1432 in watchdog_thread',
+        '  File "/usr/lib/python3.10/threading.py", line 953 in run',
+        '  File "/usr/lib/python3.10/threading.py", line 1016 in _bootstrap_inner',
+        "",
+        "Extension modules: numpy.core._multiarray_umath, torch._C, psutil._psutil_linux, zmq.backend.cython.context (total: 84)",
+        "[2025-04-07 19:13:42] Received sigquit from a child process. It usually means the child failed.",
+        "Killed",
+    ]
+    write("killed_after_cpp_abort_sglang", "\n".join(lines) + "\n", {
+        "found": True, "message_contains": "illegal memory access", "is_consequence": False,
+        "min_consequences": 1})
 
 
 def killed_after_traceback_local_clock(write):
@@ -59,6 +97,124 @@ def killed_after_traceback_local_clock(write):
         "function": "forward", "is_consequence": False, "min_consequences": 1})
 
 
+def killed_after_torchrun_watchdog_abort(write):
+    # torchrun: rank 1's NCCL watchdog aborts the process on a CUDA error
+    # (SIGABRT, no Python traceback); rank 0 ignores SIGTERM and is killed.
+    # The agent's summary lists rank 0's SIGKILL above the root cause.
+    r1 = "[rank1]:"
+    lines = [
+        "W0407 19:13:01.000000 3120 torch/distributed/run.py:792] ",
+        "W0407 19:13:01.000000 3120 torch/distributed/run.py:792] *****************************************",
+        "W0407 19:13:01.000000 3120 torch/distributed/run.py:792] Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal performance in your application as needed.",
+        "W0407 19:13:01.000000 3120 torch/distributed/run.py:792] *****************************************",
+        "[rank0]: INFO 2025-04-07 19:13:30 serve_tp.py:88 rank 0 ready, 2 ranks, model=/models/mixtral-8x7b",
+        "[rank1]: INFO 2025-04-07 19:13:30 serve_tp.py:88 rank 1 ready, 2 ranks, model=/models/mixtral-8x7b",
+        r1 + "[E0407 19:14:22.318450 3188 ProcessGroupNCCL.cpp:1896] [PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered",
+    ] + [r1 + " " + n for n in CUDA_NOTES] + [
+        r1 + "terminate called after throwing an instance of 'c10::DistBackendError'",
+        r1 + "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered",
+        r1 + "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:43 (most recent call first):",
+    ] + [r1 + f for f in C10_FRAMES] + [
+        "W0407 19:14:23.100000 3120 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 3187 closing signal SIGTERM",
+        "E0407 19:14:53.200000 3120 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -6) local_rank: 1 (pid: 3188) of binary: /usr/bin/python3",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/torchrun", line 8, in <module>',
+        "    sys.exit(main())",
+        '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/launcher/api.py", line 263, in launch_agent',
+        "    raise ChildFailedError(",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "serve_tp.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        "[1]:",
+        "  time      : 2025-04-07_19:14:53",
+        "  host      : gpu-node-3",
+        "  rank      : 0 (local_rank: 0)",
+        "  exitcode  : -9 (pid: 3187)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 9 (SIGKILL) received by PID 3187",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2025-04-07_19:14:23",
+        "  host      : gpu-node-3",
+        "  rank      : 1 (local_rank: 1)",
+        "  exitcode  : -6 (pid: 3188)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 6 (SIGABRT) received by PID 3188",
+        "============================================================",
+    ]
+    write("killed_after_torchrun_watchdog_abort", "\n".join(lines) + "\n", {
+        "found": True, "message_contains": "illegal memory access", "process": "rank1",
+        "rank": 1, "is_consequence": False, "min_consequences": 1})
+
+
+def tp_rank_error_line_then_killed(write):
+    # Eight ranks behind a wrapper that labels every line "[TPn] ". Rank 5
+    # logs its RuntimeError on one line and stops; the others time out in the
+    # next all-reduce ten minutes later; the launcher is killed.
+    streams = []
+    for r in range(8):
+        p = f"[TP{r}] "
+        s = [
+            p + f"2025-04-07 19:13:1{r % 4},{200 + r:03d} INFO model_runner.py:244 Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, mem usage=83.51 GB.",
+            p + f"2025-04-07 19:13:40,{300 + r:03d} INFO scheduler.py:1022 Decode batch. #running-req: 24, #token: 30211, token usage: 0.11",
+        ]
+        if r == 5:
+            s += [
+                p + "2025-04-07 19:13:52,541 ERROR tp_worker.py:188 RuntimeError: CUDA error: uncorrectable ECC error encountered",
+                p + "2025-04-07 19:13:52,542 INFO scheduler.py:2320 Scheduler exiting",
+            ]
+        else:
+            s += [
+                p + f"[E0407 19:23:52.{600 + r:03d}000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9121, OpType=ALLREDUCE, NumelIn=7168, NumelOut=7168, Timeout(ms)=600000) ran for 600011 milliseconds before timing out.",
+            ]
+        streams.append(s)
+    from make_corpus import interleave
+    lines = ["[2025-04-07 19:13:01] server_args=ServerArgs(model_path='deepseek-ai/DeepSeek-V3', tp_size=8, port=30000)"]
+    lines += interleave([streams[r] for r in (2, 5, 0, 7, 1, 4, 6, 3)])
+    lines += [
+        "[2025-04-07 19:23:53] Received sigquit from a child process. It usually means the child failed.",
+        "Killed",
+    ]
+    write("tp_rank_error_line_then_killed", "\n".join(lines) + "\n", {
+        "found": True, "message_contains": "uncorrectable ECC error", "process": "TP5", "rank": 5,
+        "is_consequence": False, "min_consequences": 7})
+
+
+def tp_rank_tail_cut_then_killed(write):
+    # `kubectl logs --tail` cut rank 3's traceback above its exception line;
+    # the other ranks keep logging until the launcher is killed.
+    tail3 = [
+        f'  File "{SG}/model_executor/model_runner.py", line 1104, in forward_decode',
+        "    return self.model.forward(",
+        f'  File "{SG}/layers/attention/flashinfer_backend.py", line 612, in forward_decode',
+        "    o = decode_wrapper.forward(",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ] + CUDA_NOTES
+    streams = [[f"[TP3] {l}" for l in tail3]]
+    for r in (0, 1, 2):
+        streams.append([
+            f"[TP{r}] Decode batch. #running-req: 31, #token: 40022, token usage: 0.19, gen throughput (token/s): 1207.11",
+            f"[TP{r}] Decode batch. #running-req: 31, #token: 40146, token usage: 0.19, gen throughput (token/s): 1212.80",
+        ])
+    from make_corpus import interleave
+    lines = interleave(streams)
+    lines += [f"[TP{r}] [E0407 19:24:01.{100 + r:03d}000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=40211, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600004 milliseconds before timing out." for r in (0, 1, 2)]
+    lines += [
+        "Received sigquit from a child process. It usually means the child failed.",
+        "Killed",
+    ]
+    write("tp_rank_tail_cut_then_killed", "\n".join(lines) + "\n", {
+        "found": True, "type": "RuntimeError", "message_contains": "illegal memory access",
+        "process": "TP3", "rank": 3, "is_consequence": False, "min_consequences": 3})
+
+
 ALL = [
+    killed_after_cpp_abort_sglang,
     killed_after_traceback_local_clock,
+    killed_after_torchrun_watchdog_abort,
+    tp_rank_error_line_then_killed,
+    tp_rank_tail_cut_then_killed,
 ]
