@@ -4,6 +4,11 @@
 // plain error lines, and classifies every failure (tier, signature,
 // consequence). Memory is bounded by kMaxStreams streams and kMaxPerTier kept
 // candidates per tier, whatever the input size.
+//
+// A traceback logged below ERROR (see StreamLine::handled_record) is held
+// until its stream shows another non-blank line: then the process caught the
+// exception and went on (a retry, a fallback), and it goes to kTierHandled;
+// at the end of the input it keeps its own tier.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +56,8 @@ class Analyzer {
   static constexpr size_t kMaxPerTier = 256;
   static constexpr size_t kMaxGroups = 4096;
   static constexpr size_t kMaxGroupProcesses = 1024;
+  // Handled tracebacks a stream may hold while waiting to see it go on.
+  static constexpr size_t kMaxHeld = 16;
 
   // `source` indexes the input; `default_process` labels lines that carry no
   // process label (e.g. the file name when several files are given; may be empty).
@@ -71,6 +78,9 @@ class Analyzer {
   void CommitSupervisorRootCause(SupervisorRootCause rc);
   void Classify(Candidate* c, const Stream* s);
   void Offer(Stream* s, Candidate c);
+  // Commits the stream's held handled tracebacks: to kTierHandled when the
+  // stream went on after them, else to their own tier.
+  void ReleaseHeld(Stream* s, bool went_on);
   void Commit(Candidate c);
 
   int source_;

@@ -138,6 +138,51 @@ TEST(AnalyzerTest, KillWithNothingFailedBeforeIsTheCause) {
   EXPECT_FALSE(d.cause_is_consequence);
 }
 
+// A traceback logged at WARNING after which the process went on was caught
+// and retried: it is not a failure, and a later failure is the cause.
+TEST(AnalyzerTest, HandledWarningTracebackIsNotTheFailure) {
+  const std::string w = "WARNING 12-02 10:40:15 [weight_utils.py:281] ";
+  std::string retried = w + "download failed, retrying\n" +
+                        Traceback(w, "requests.exceptions.ReadTimeout: Read timed out.") +
+                        "INFO 12-02 10:40:47 [weight_utils.py:270] download done\n";
+  Diagnosis d = DiagnoseText(retried);
+  EXPECT_FALSE(d.found);
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("1 traceback(s) logged below ERROR"), std::string::npos);
+
+  d = DiagnoseText(retried + Traceback("ERROR 12-02 10:41:00 [core.py:390] ", "ValueError: late"));
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.message, "late");
+  EXPECT_TRUE(d.other_failures.empty());
+}
+
+// Python's logging prints the traceback under the message line: the record's
+// level and its retry wording decide, not the bare traceback lines.
+TEST(AnalyzerTest, TracebackUnderARetryWarningRecordIsHandled) {
+  std::string log =
+      "2026-12-02 10:40:11,223 WARNING hub.py:112 fetch failed, will retry in 5s (1/3)\n" +
+      Traceback("", "requests.exceptions.HTTPError: 504 Server Error") +
+      "2026-12-02 10:40:16,330 INFO hub.py:118 fetched on attempt 2\n";
+  EXPECT_FALSE(DiagnoseText(log).found);
+}
+
+// Without retry wording, a bare traceback under an unrelated warning is an
+// uncaught exception; and a handled traceback that ends the log stays a
+// failure, since nothing shows the process went on.
+TEST(AnalyzerTest, TracebacksNotShownHandledStayFailures) {
+  std::string uncaught = "2026-12-02 10:40:11,223 WARNING disk.py:9 cache volume 91% full\n" +
+                         Traceback("", "OSError: [Errno 28] No space left on device") +
+                         "2026-12-02 10:40:16,330 INFO supervisor.py:40 child exited\n";
+  Diagnosis d = DiagnoseText(uncaught);
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.type, "OSError");
+
+  const std::string w = "WARNING 12-02 10:40:15 [weight_utils.py:281] ";
+  d = DiagnoseText(Traceback(w, "requests.exceptions.ReadTimeout: Read timed out."));
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.type, "requests.exceptions.ReadTimeout");
+}
+
 TEST(AnalyzerTest, LoggingErrorIsNoiseButItsMessageIsAFallback) {
   std::string noise =
       "--- Logging error ---\n" +

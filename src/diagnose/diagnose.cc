@@ -140,6 +140,11 @@ Diagnosis Combine(std::vector<AnalysisResult> results, std::vector<std::string> 
       break;
     }
   }
+  if (counts[kTierHandled] > 0) {
+    d.notes.push_back(std::to_string(counts[kTierHandled]) +
+                      " traceback(s) logged below ERROR, after which the process went on (a "
+                      "retry or a fallback), not counted as failures");
+  }
   if (best < 0) return d;
   d.found = true;
   d.cause = tiers[best].front();

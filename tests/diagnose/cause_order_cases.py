@@ -3,6 +3,8 @@ make_corpus.py, which owns the output directory and the expected-file keys):
 
   * a kill or teardown that follows another process's exception is a
     consequence of it (killed_after_*);
+  * an exception logged with its traceback at WARNING and retried is handled,
+    not the failure, once the run went on (handled_*);
   * tensor-parallel ranks in one file: a rank's own error beats the kill that
     ends the job (tp_rank_*).
 """
@@ -150,6 +152,105 @@ def killed_after_torchrun_watchdog_abort(write):
         "rank": 1, "is_consequence": False, "min_consequences": 1})
 
 
+def handled_hub_retry_then_oom(write):
+    # vLLM logs a failed shard download with its traceback at WARNING (every
+    # line of the record carries the prefix) and retries; the download then
+    # succeeds and the engine fails later, out of memory.
+    w = "WARNING 04-07 19:13:15 [weight_utils.py:281] "
+    retry = [
+        "Error downloading model-00003-of-00008.safetensors, retrying (attempt 1 of 5)",
+        "Traceback (most recent call last):",
+        f'  File "{DP}/urllib3/response.py", line 748, in _error_catcher',
+        "    yield",
+        f'  File "{DP}/urllib3/response.py", line 873, in _raw_read',
+        "    data = self._fp_read(amt, read1=read1) if not fp_closed else b\"\"",
+        "TimeoutError: The read operation timed out",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        f'  File "{DP}/huggingface_hub/file_download.py", line 1724, in _download_to_tmp_and_move',
+        "    http_get(",
+        f'  File "{DP}/requests/models.py", line 820, in generate',
+        "    raise ConnectionError(e)",
+        "requests.exceptions.ReadTimeout: HTTPSConnectionPool(host='cdn-lfs-us-1.hf.co', port=443): Read timed out.",
+    ]
+    e = "ERROR 04-07 19:14:31 [core.py:390] "
+    oom = [
+        "EngineCore hit an exception: Traceback (most recent call last):",
+        f'  File "{VL}/v1/engine/core.py", line 75, in __init__',
+        "    num_gpu_blocks, num_cpu_blocks = self._initialize_kv_caches(vllm_config)",
+        f'  File "{VL}/v1/worker/gpu_model_runner.py", line 1567, in _dummy_sampler_run',
+        "    sampler_output = self.model.sample(logits=logits, sampling_metadata=dummy_metadata)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.64 GiB. GPU 0 has a total capacity of 79.25 GiB of which 3.22 GiB is free.",
+    ]
+    lines = [
+        "INFO 04-07 19:13:01 [api_server.py:1043] vLLM API server version 0.8.3",
+        "INFO 04-07 19:13:05 [weight_utils.py:265] Using model weights format ['*.safetensors']",
+    ] + [w + l for l in retry] + [
+        "INFO 04-07 19:13:47 [weight_utils.py:270] Time spent downloading weights for Qwen/Qwen2.5-72B-Instruct: 41.802 seconds",
+        "INFO 04-07 19:14:20 [gpu_model_runner.py:1329] Model loading took 67.78 GiB and 75.1 seconds",
+    ] + [e + l for l in oom] + [
+        "CRITICAL 04-07 19:14:31 [core_client.py:361] Got fatal signal from worker processes, shutting down. See stack trace above for root cause issue.",
+        "Killed",
+    ]
+    write("handled_hub_retry_then_oom", "\n".join(lines) + "\n", {
+        "found": True, "type": "torch.OutOfMemoryError", "message_contains": "Tried to allocate 4.64 GiB",
+        "signature": "cuda_oom", "function": "_dummy_sampler_run"})
+
+
+def handled_connection_refused_healthy(write):
+    # Ray Serve: a replica probes its engine before it listens, logs the
+    # refused connection with its traceback at WARNING, retries, and serves.
+    p = "(ServeReplica:default:LLMServer pid=2233) "
+    lines = [
+        "2025-04-07 19:13:01,101\tINFO worker.py:1832 -- Started a local Ray instance. View the dashboard at http://127.0.0.1:8265 ",
+        "(ServeController pid=2101) INFO 2025-04-07 19:13:04,220 controller 2101 -- Deploying new version of Deployment(name='LLMServer', app='default') (initial target replicas: 1).",
+        p + "WARNING 2025-04-07 19:13:20,551 default_LLMServer q8s2k1 -- Health probe to http://127.0.0.1:8001/health failed; retrying in 2s (attempt 1/30)",
+        p + "Traceback (most recent call last):",
+        p + f'  File "{DP}/urllib3/connection.py", line 198, in _new_conn',
+        p + "    sock = connection.create_connection(",
+        p + f'  File "{DP}/urllib3/util/connection.py", line 73, in create_connection',
+        p + "    sock.connect(sa)",
+        p + "ConnectionRefusedError: [Errno 111] Connection refused",
+        p + "",
+        p + "The above exception was the direct cause of the following exception:",
+        p + "",
+        p + "Traceback (most recent call last):",
+        p + f'  File "{DP}/urllib3/connectionpool.py", line 787, in urlopen',
+        p + "    response = self._make_request(",
+        p + f'  File "{DP}/urllib3/connection.py", line 213, in _new_conn',
+        p + "    raise NewConnectionError(",
+        p + "urllib3.exceptions.NewConnectionError: <urllib3.connection.HTTPConnection object at 0x7f3e1c2b5d90>: Failed to establish a new connection: [Errno 111] Connection refused",
+        p + "INFO 2025-04-07 19:13:31,004 default_LLMServer q8s2k1 -- Engine is healthy after 6 attempts.",
+        "(ServeController pid=2101) INFO 2025-04-07 19:13:31,220 controller 2101 -- Replica(id='q8s2k1', deployment='LLMServer', app='default') started successfully on node 'a91f0c'.",
+        p + "INFO 2025-04-07 19:13:40,118 default_LLMServer q8s2k1 3d2f-77 -- POST /v1/chat/completions 200 412.3ms",
+        p + "INFO 2025-04-07 19:13:44,730 default_LLMServer q8s2k1 9a01-12 -- POST /v1/chat/completions 200 388.9ms",
+    ]
+    write("handled_connection_refused_healthy", "\n".join(lines) + "\n", {"found": False})
+
+
+def handled_retry_then_killed(write):
+    # A server's own logger writes the traceback under a WARNING record and
+    # retries; later the process is killed without another word.
+    lines = [
+        "2025-04-07 19:13:01,101 INFO server.py:40 loading tokenizer for meta-llama/Llama-3.1-8B-Instruct",
+        "2025-04-07 19:13:11,223 WARNING hub.py:112 fetching tokenizer_config.json failed, will retry in 5s (1/3)",
+        "Traceback (most recent call last):",
+        f'  File "{DP}/huggingface_hub/utils/_http.py", line 406, in hf_raise_for_status',
+        "    response.raise_for_status()",
+        f'  File "{DP}/requests/models.py", line 1024, in raise_for_status',
+        "    raise HTTPError(http_error_msg, response=self)",
+        "requests.exceptions.HTTPError: 504 Server Error: Gateway Time-out for url: https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/resolve/main/tokenizer_config.json",
+        "2025-04-07 19:13:16,330 INFO hub.py:118 fetched tokenizer_config.json on attempt 2",
+        "2025-04-07 19:13:40,412 INFO loader.py:88 loading 4 shards into host memory (pinned)",
+        "2025-04-07 19:13:58,003 INFO loader.py:97 shard 2/4 loaded (29.9 GiB resident)",
+        "Killed",
+    ]
+    write("handled_retry_then_killed", "\n".join(lines) + "\n", {
+        "found": True, "signature": "killed", "message_contains": "Killed"})
+
+
 def tp_rank_error_line_then_killed(write):
     # Eight ranks behind a wrapper that labels every line "[TPn] ". Rank 5
     # logs its RuntimeError on one line and stops; the others time out in the
@@ -215,6 +316,9 @@ ALL = [
     killed_after_cpp_abort_sglang,
     killed_after_traceback_local_clock,
     killed_after_torchrun_watchdog_abort,
+    handled_hub_retry_then_oom,
+    handled_connection_refused_healthy,
+    handled_retry_then_killed,
     tp_rank_error_line_then_killed,
     tp_rank_tail_cut_then_killed,
 ]
