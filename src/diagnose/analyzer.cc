@@ -112,6 +112,19 @@ bool ExceptionLikeType(std::string_view type) {
          Contains(type, "Interrupt") || EndsWith(type, "Failure");
 }
 
+// What a line is within a traceback, to tell which way lines sharing a stamp run.
+enum class Shape { kOther, kHeader, kFrame, kCode, kException };
+
+Shape ShapeOf(std::string_view c) {
+  if (EndsWith(c, "Traceback (most recent call last):")) return Shape::kHeader;
+  Frame f;
+  if (StartsWith(c, "  File \"") && ParseFrameLine(c, &f)) return Shape::kFrame;
+  if (StartsWith(c, "    ")) return Shape::kCode;
+  std::string_view type, msg;
+  if (ParseExceptionLine(c, &type, &msg) && ExceptionLikeType(type)) return Shape::kException;
+  return Shape::kOther;
+}
+
 // A rank named in a message: "local_rank: 3", "[Rank 3]", "rank=3", "rank 3".
 int RankFromMessage(std::string_view m) {
   for (std::string_view key : {"local_rank: ", "local_rank=", "[Rank ", "Rank ", "rank=", "rank "}) {
@@ -163,8 +176,15 @@ struct Analyzer::Stream {
   // `lines` at the last line with its own level if that line was below ERROR
   // and told of a retry; 0 otherwise.
   uint64_t retry_at = 0;
+  Shape last_shape = Shape::kOther;  // of the last line, when it had its own stamp
+  double last_stamp = 0;
   std::vector<Candidate> held;  // handled tracebacks, until the stream goes on
 };
+
+bool AnalysisResult::LooksNewestFirstByLineStamps() const {
+  return lines > 0 && stamped_lines * 20 >= lines * 19 && ts_decreases >= 3 &&
+         ts_decreases > 2 * ts_increases;
+}
 
 bool AnalysisResult::LooksReversed() const {
   if (reversed_evidence > forward_evidence) return true;
@@ -269,7 +289,29 @@ void Analyzer::AddLine(std::string_view line, uint64_t line_no) {
     has_ts = true;
   }
   ++s->lines;
-  if (s->has_pending && s->lines - s->pending_at > kAbsorbWindowLines) {
+  if (!line.empty()) ++result_.lines;
+  if (prefix_.has_ts) {
+    ++result_.stamped_lines;
+    const Shape shape = ShapeOf(prefix_.content);
+    if (s->last_shape != Shape::kOther && prefix_.ts == s->last_stamp) {
+      const Shape a = s->last_shape;
+      if ((a == Shape::kHeader && shape == Shape::kFrame) ||
+          (a == Shape::kCode && shape == Shape::kException)) {
+        ++result_.tie_forward;
+      } else if ((a == Shape::kFrame && shape == Shape::kHeader) ||
+                 (a == Shape::kException && shape == Shape::kCode)) {
+        ++result_.tie_reversed;
+      }
+    }
+    s->last_shape = shape;
+    s->last_stamp = prefix_.ts;
+  } else {
+    s->last_shape = Shape::kOther;
+  }
+  // An error line announces a traceback that follows it closely; a record
+  // logged below ERROR in between ends the announcement.
+  const bool lower_record = prefix_.level != Level::kNone && prefix_.level < Level::kError;
+  if (s->has_pending && (s->lines - s->pending_at > kAbsorbWindowLines || lower_record)) {
     s->has_pending = false;
     Commit(std::move(s->pending));
   }

@@ -47,7 +47,18 @@ struct AnalysisResult {
   // Some line had a time stamp: lines are grouped into records (a stamped
   // line and the bare lines below it) when the input is read back to front.
   bool stamped = false;
+  // Non-blank lines, and those that carry a stamp of their own.
+  uint64_t lines = 0, stamped_lines = 0;
+  // Traceback lines next to each other in one stream with equal stamps, in
+  // the order a traceback is written (header then frame, code then
+  // exception) or the reverse.
+  uint64_t tie_forward = 0, tie_reversed = 0;
   bool LooksReversed() const;
+  // Nearly every line has its own stamp and the stamps go backwards: an
+  // export to read in stamp order (see StampOrderer).
+  bool LooksNewestFirstByLineStamps() const;
+  // For StampOrderer: whether lines with equal stamps are in the file's order.
+  bool TiesInFileOrder() const { return tie_reversed <= tie_forward; }
 };
 
 class Analyzer {

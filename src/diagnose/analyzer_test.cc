@@ -183,6 +183,30 @@ TEST(AnalyzerTest, TracebacksNotShownHandledStayFailures) {
   EXPECT_EQ(d.cause.type, "requests.exceptions.ReadTimeout");
 }
 
+// Every line stamped, milliseconds newest first, lines within one millisecond
+// oldest first: read in stamp order, the traceback is whole again.
+TEST(AnalyzerTest, NewestFirstLineStampedExportIsReadInStampOrder) {
+  std::string log =
+      "ERROR 2025-04-07T11:13:30.000Z Killed\n"
+      "ERROR 2025-04-07T11:13:29.913Z     raise ValueError(msg)\n"
+      "ERROR 2025-04-07T11:13:29.913Z ValueError: max_model_len too large\n"
+      "ERROR 2025-04-07T11:13:29.912Z Traceback (most recent call last):\n"
+      "ERROR 2025-04-07T11:13:29.912Z   File \"/app/check.py\", line 9, in check_len\n"
+      "INFO 2025-04-07T11:13:21.000Z model loaded\n"
+      "ERROR 2025-04-07T11:13:05.000Z Loading checkpoint shards: 100% Completed\n"
+      "INFO 2025-04-07T11:13:01.000Z server starting\n";
+  Diagnosis d = DiagnoseText(log);
+  ASSERT_TRUE(d.found);
+  EXPECT_TRUE(d.reversed);
+  EXPECT_EQ(d.cause.type, "ValueError");
+  EXPECT_EQ(d.cause.frame.function, "check_len");
+  EXPECT_EQ(d.cause.frame.code, "raise ValueError(msg)");
+  // The progress bar the console marked ERROR does not announce the
+  // traceback: a lower record comes between them.
+  ASSERT_FALSE(d.cause.evidence.empty());
+  EXPECT_EQ(d.cause.evidence[0].line, 4u);
+}
+
 TEST(AnalyzerTest, LoggingErrorIsNoiseButItsMessageIsAFallback) {
   std::string noise =
       "--- Logging error ---\n" +

@@ -224,6 +224,29 @@ Diagnosis Combine(std::vector<AnalysisResult> results, std::vector<std::string> 
   return d;
 }
 
+// Whether the forward pass calls for reading the input again back to front.
+bool ReadAgainBackward(const AnalysisResult& r) {
+  return r.LooksNewestFirstByLineStamps() || r.LooksReversed();
+}
+
+// Feeds `backward` the input in time order, given `source` that yields its
+// lines last to first and the forward pass's result `r`: by line stamps when
+// every line has one, else record by record when some have, else line by line.
+void AnalyzeBackward(const AnalysisResult& r, const RecordReverser::Source& source,
+                     Analyzer* backward) {
+  std::string_view line;
+  uint64_t no;
+  if (r.LooksNewestFirstByLineStamps()) {
+    StampOrderer ordered(source, r.TiesInFileOrder());
+    while (ordered.Next(&line, &no)) backward->AddLine(line, no);
+  } else if (r.stamped) {
+    RecordReverser records(source);
+    while (records.Next(&line, &no)) backward->AddLine(line, no);
+  } else {
+    while (source(&line, &no)) backward->AddLine(line, no);
+  }
+}
+
 // Reads one input forward, and again backward when it looks reversed.
 Status AnalyzeFd(int fd, bool seekable, const std::string& name, int source,
                  const std::string& default_process, const DiagnoseOptions& options,
@@ -239,7 +262,7 @@ Status AnalyzeFd(int fd, bool seekable, const std::string& name, int source,
   AddStats(stats, reader->stats());
   AnalysisResult r = forward.Finish();
   *reversed = false;
-  if (options.detect_reversed && r.LooksReversed()) {
+  if (options.detect_reversed && ReadAgainBackward(r)) {
     int back_fd = -1;
     if (seekable) {
       back_fd = fd;
@@ -249,16 +272,14 @@ Status AnalyzeFd(int fd, bool seekable, const std::string& name, int source,
     if (back_fd >= 0) {
       auto back = NewBackwardLineReader(back_fd, name, reader->stats().lines, options.max_line_bytes);
       Analyzer backward(source, default_process);
-      if (r.stamped) {
-        RecordReverser records([&back](std::string_view* l, uint64_t* n) { return back->Next(l, n); });
-        while (records.Next(&line, &no)) backward.AddLine(line, no);
-      } else {
-        while (back->Next(&line, &no)) backward.AddLine(line, no);
-      }
+      const bool by_stamps = r.LooksNewestFirstByLineStamps();
+      AnalyzeBackward(r, [&back](std::string_view* l, uint64_t* n) { return back->Next(l, n); },
+                      &backward);
       if (!back->status().ok()) return back->status();
       r = backward.Finish();
       *reversed = true;
-      notes->push_back(name + ": newest-first order detected; read back to front");
+      notes->push_back(name + (by_stamps ? ": newest-first order detected; read in time-stamp order"
+                                         : ": newest-first order detected; read back to front"));
     } else {
       notes->push_back(name + ": looks newest-first, but it is too large to re-read from stdin; "
                               "pass it as a file");
@@ -347,23 +368,19 @@ Diagnosis DiagnoseText(std::string_view text, std::string name, const DiagnoseOp
   for (const auto& [l, no] : lines) forward.AddLine(l, no);
   AnalysisResult r = forward.Finish();
   bool reversed = false;
-  if (options.detect_reversed && r.LooksReversed()) {
+  if (options.detect_reversed && ReadAgainBackward(r)) {
     Analyzer backward(0, "");
     auto it = lines.rbegin();
-    RecordReverser records([&](std::string_view* l, uint64_t* n) {
-      if (it == lines.rend()) return false;
-      *l = it->first;
-      *n = it->second;
-      ++it;
-      return true;
-    });
-    std::string_view l;
-    uint64_t no;
-    if (r.stamped) {
-      while (records.Next(&l, &no)) backward.AddLine(l, no);
-    } else {
-      for (auto b = lines.rbegin(); b != lines.rend(); ++b) backward.AddLine(b->first, b->second);
-    }
+    AnalyzeBackward(
+        r,
+        [&](std::string_view* l, uint64_t* n) {
+          if (it == lines.rend()) return false;
+          *l = it->first;
+          *n = it->second;
+          ++it;
+          return true;
+        },
+        &backward);
     r = backward.Finish();
     reversed = true;
   }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace specd::diagnose {
 namespace {
@@ -174,13 +175,30 @@ size_t TryIso(std::string_view s, LinePrefix* out) {
   return j;
 }
 
+// Cloud Logging severities that are not Python levels, as a console export
+// prints them before each line's ISO stamp ("DEFAULT 2025-04-07T19:13:52.541Z ").
+// DEFAULT (plain text without a severity) says nothing about the line.
+size_t TryCloudSeverity(std::string_view s, LinePrefix* out) {
+  static constexpr std::pair<std::string_view, Level> kSeverities[] = {
+      {"DEFAULT ", Level::kNone}, {"NOTICE ", Level::kInfo},
+      {"ALERT ", Level::kCritical}, {"EMERGENCY ", Level::kCritical}};
+  for (const auto& [word, level] : kSeverities) {
+    double t;
+    if (s.substr(0, word.size()) == word && ParseIsoTimestamp(s.substr(word.size()), &t) > 0) {
+      out->level = level;
+      return word.size();
+    }
+  }
+  return 0;
+}
+
 // vLLM "ERROR 12-02 10:40:27 [engine.py:123] " / "INFO 12-02 10:40:27 engine.py:12] ",
 // uvicorn "ERROR:    ", python basicConfig "ERROR:root:", bare "WARNING  ".
 size_t TryLevelFirst(std::string_view s, LinePrefix* out) {
   size_t len;
   bool specd_word;
   Level l = ParseLevelWord(s, &len, &specd_word);
-  if (l == Level::kNone) return 0;
+  if (l == Level::kNone) return TryCloudSeverity(s, out);
   size_t i = len;
   int mo, d;
   if (i < s.size() && s[i] == ' ' && Digits(s, i + 1, 2, &mo) && i + 3 < s.size() &&

@@ -10,6 +10,7 @@
 //                        "2026-12-02 10:40:27.123 UTC  " (console exports),
 //                        CRI "...Z stderr F ", then an optional level word
 //   level-first stamps   "ERROR 12-02 10:40:27 [file.py:123] " (vLLM), glog "E1202 10:40:27.1 12 f.cc:3] "
+//   console severities   "ERROR 2025-04-07T19:13:52.541Z ", "DEFAULT 2025-04-07T19:13:52.541Z "
 //   syslog               "Dec  2 10:40:27 host prog[123]: "
 //   specd text lines     "<ISO> ERROR rank=1 [load weights] ..." (rank and stage are kept)
 //   CSV exports          "2026-12-02 10:40:27.101,message" or "...,\"quoted \"\"message\"\"\""

@@ -3,6 +3,8 @@ make_corpus.py, which owns the output directory and the expected-file keys):
 
   * a kill or teardown that follows another process's exception is a
     consequence of it (killed_after_*);
+  * newest-first exports that stamp every line order by those stamps, ties
+    included, so a traceback reads top to bottom again (newest_first_line_*);
   * an exception logged with its traceback at WARNING and retried is handled,
     not the failure, once the run went on (handled_*);
   * tensor-parallel ranks in one file: a rank's own error beats the kill that
@@ -150,6 +152,118 @@ def killed_after_torchrun_watchdog_abort(write):
     write("killed_after_torchrun_watchdog_abort", "\n".join(lines) + "\n", {
         "found": True, "message_contains": "illegal memory access", "process": "rank1",
         "rank": 1, "is_consequence": False, "min_consequences": 1})
+
+
+def line_stamped_export(entries, severity_stamp):
+    """A console export that stamps every line, newest first: `entries` are
+    (milliseconds, severity, text) in the order the processes wrote them. The
+    export sorts by the stamp alone, so lines that share a millisecond keep
+    the order they arrived in."""
+    order = sorted(range(len(entries)), key=lambda i: -entries[i][0])
+    return [severity_stamp(entries[i][1], entries[i][0]) + entries[i][2] for i in order]
+
+
+def gke_stamp(severity, ms):
+    s = ms / 1000.0
+    return "%s 2025-04-07T11:%02d:%06.3fZ " % (severity, 13 + int(s) // 60, s % 60)
+
+
+def newest_first_line_stamps_gke(write):
+    # GKE: vLLM's own INFO lines come from stdout (INFO); tqdm bars and the
+    # uncaught traceback come from stderr (ERROR). The traceback was written
+    # in one go, so its lines share a few milliseconds.
+    entries = [
+        (1100, "INFO", "INFO 04-07 11:13:01 [api_server.py:1043] vLLM API server version 0.8.3"),
+        (1105, "INFO", "INFO 04-07 11:13:01 [api_server.py:1044] args: Namespace(model='Qwen/Qwen2.5-32B-Instruct', tensor_parallel_size=2, max_model_len=131072, gpu_memory_utilization=0.9)"),
+        (4210, "INFO", "INFO 04-07 11:13:04 [config.py:689] This model supports multiple tasks: {'generate', 'embed'}. Defaulting to 'generate'."),
+        (5002, "ERROR", "Loading safetensors checkpoint shards:   0% Completed | 0/17 [00:00<?, ?it/s]"),
+        (21044, "ERROR", "Loading safetensors checkpoint shards: 100% Completed | 17/17 [00:16<00:00,  1.02it/s]"),
+        (21311, "INFO", "INFO 04-07 11:13:21 [gpu_model_runner.py:1329] Model loading took 30.72 GiB and 17.4 seconds"),
+        (29870, "INFO", "INFO 04-07 11:13:29 [kv_cache_utils.py:578] GPU KV cache size: 87,440 tokens"),
+    ]
+    tb = [
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/vllm", line 8, in <module>',
+        "    sys.exit(main())",
+        f'  File "{VL}/entrypoints/cli/main.py", line 51, in main',
+        "    args.dispatch_function(args)",
+        f'  File "{VL}/entrypoints/cli/serve.py", line 27, in cmd',
+        "    uvloop.run(run_server(args))",
+        f'  File "{VL}/entrypoints/openai/api_server.py", line 1078, in run_server',
+        "    async with build_async_engine_client(args) as engine_client:",
+        f'  File "{VL}/v1/engine/core_client.py", line 380, in __init__',
+        "    self._wait_for_engine_startup()",
+        f'  File "{VL}/v1/core/kv_cache_utils.py", line 531, in check_enough_kv_cache_memory',
+        "    raise ValueError(",
+        "ValueError: To serve at least one request with the models's max seq len (131072), (32.00 GiB KV cache is needed, which is larger than the available KV cache memory (21.35 GiB). Based on the available memory, the estimated maximum model length is 87440. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+    ]
+    entries += [(29912 + i // 5, "ERROR", l) for i, l in enumerate(tb)]
+    entries += [
+        (30550, "ERROR", "/usr/lib/python3.12/multiprocessing/resource_tracker.py:279: UserWarning: resource_tracker: There appear to be 1 leaked shared_memory objects to clean up at shutdown"),
+    ]
+    write("newest_first_line_stamps_gke", "\n".join(line_stamped_export(entries, gke_stamp)) + "\n", {
+        "found": True, "type": "ValueError", "message_contains": "KV cache memory",
+        "file_contains": "vllm", "reversed": True})
+
+
+def newest_first_line_stamps_cloud_run(write):
+    # Cloud Run: plain-text lines get the severity DEFAULT, structured ones
+    # their own. SGLang's scheduler logs its exception as one record whose
+    # continuation lines each became an entry.
+    entries = [
+        (2100, "DEFAULT", "[2025-04-07 11:13:02] server_args=ServerArgs(model_path='google/gemma-2-27b-it', tp_size=1, mem_fraction_static=0.95, port=8080)"),
+        (9870, "DEFAULT", "[2025-04-07 11:13:09 TP0] Load weight begin. avail mem=78.71 GB"),
+        (24311, "DEFAULT", "[2025-04-07 11:13:24 TP0] Load weight end. type=Gemma2ForCausalLM, dtype=torch.bfloat16, avail mem=27.85 GB, mem usage=50.86 GB."),
+        (24400, "WARNING", "[2025-04-07 11:13:24 TP0] Disable cuda graph because the sliding window attention is not supported yet."),
+        (25033, "DEFAULT", "[2025-04-07 11:13:25 TP0] Scheduler hit an exception: Traceback (most recent call last):"),
+    ]
+    tb = [
+        f'  File "{SG}/managers/scheduler.py", line 1999, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+        f'  File "{SG}/managers/scheduler.py", line 249, in __init__',
+        "    self.tp_worker = TpWorkerClass(",
+        f'  File "{SG}/model_executor/model_runner.py", line 215, in __init__',
+        "    self.init_memory_pool(min_per_gpu_memory, server_args.max_running_requests, server_args.max_total_tokens)",
+        f'  File "{SG}/model_executor/model_runner.py", line 802, in init_memory_pool',
+        "    raise RuntimeError(",
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+    ]
+    entries += [(25033 + (i + 1) // 4, "DEFAULT", l) for i, l in enumerate(tb)]
+    entries += [
+        (25090, "DEFAULT", ""),
+        (25410, "ERROR", "[2025-04-07 11:13:25] Received sigquit from a child process. It usually means the child failed."),
+        (26002, "DEFAULT", "Killed"),
+        (26300, "ERROR", "Container called exit(137)."),
+    ]
+    write("newest_first_line_stamps_cloud_run", "\n".join(line_stamped_export(entries, gke_stamp)) + "\n", {
+        "found": True, "type": "RuntimeError", "message_contains": "Not enough memory",
+        "function": "init_memory_pool", "process": "TP0", "rank": 0, "reversed": True})
+
+
+def newest_first_line_stamps_strict(write):
+    # The same kind of export, but sorted by stamps at a finer resolution
+    # than they print: lines that show the same millisecond are newest first
+    # as well. The API server's and the engine's lines are merged.
+    entries = [
+        (1000, "INFO", "(APIServer pid=1) INFO 04-07 11:13:01 [api_server.py:1043] vLLM API server version 0.8.3"),
+        (1002, "INFO", "(EngineCore_0 pid=245) INFO 04-07 11:13:01 [core.py:61] Initializing a V1 LLM engine (v0.8.3) with config: model='meta-llama/Llama-3.3-70B-Instruct'"),
+        (31000, "INFO", "(APIServer pid=1) INFO:     10.4.0.9:51022 - \"GET /health HTTP/1.1\" 200 OK"),
+    ]
+    tb = [
+        "Traceback (most recent call last):",
+        f'  File "{VL}/entrypoints/openai/api_server.py", line 1078, in run_server',
+        "    async with build_async_engine_client(args) as engine_client:",
+        f'  File "{VL}/transformers_utils/tokenizer.py", line 244, in get_tokenizer',
+        "    tokenizer = AutoTokenizer.from_pretrained(",
+        "OSError: Can't load tokenizer for 'meta-llama/Llama-3.3-70B-Instruct'. If you were trying to load it from 'https://huggingface.co/models', make sure you don't have a local directory with the same name.",
+    ]
+    entries += [(30200 + i // 3, "ERROR", "(APIServer pid=1) " + l) for i, l in enumerate(tb)]
+    exported = []
+    for i in sorted(range(len(entries)), key=lambda i: (-entries[i][0], -i)):
+        exported.append(gke_stamp(entries[i][1], entries[i][0]) + entries[i][2])
+    write("newest_first_line_stamps_strict", "\n".join(exported) + "\n", {
+        "found": True, "type": "OSError", "message_contains": "Can't load tokenizer",
+        "function": "get_tokenizer", "reversed": True})
 
 
 def handled_hub_retry_then_oom(write):
@@ -316,6 +430,9 @@ ALL = [
     killed_after_cpp_abort_sglang,
     killed_after_traceback_local_clock,
     killed_after_torchrun_watchdog_abort,
+    newest_first_line_stamps_gke,
+    newest_first_line_stamps_cloud_run,
+    newest_first_line_stamps_strict,
     handled_hub_retry_then_oom,
     handled_connection_refused_healthy,
     handled_retry_then_killed,
