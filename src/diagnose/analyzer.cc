@@ -327,8 +327,8 @@ void Analyzer::AddLine(std::string_view line, uint64_t line_no) {
   } else if (s->retry_at != 0 && s->lines - s->retry_at <= kRetryRecordLines) {
     handled_record = true;
   }
-  StreamLine l{prefix_.content, line,          source_,       line_no,       order_,
-               ts,              has_ts,        prefix_.level, record_start,  handled_record};
+  StreamLine l{prefix_.content, line,          source_,      line_no,       order_, ts,
+               has_ts,          prefix_.level, record_start, handled_record};
   emitted_.clear();
   bool consumed = s->parser.Feed(l, &emitted_);
   if (s->parser.open() && !s->label.empty() && s->label != default_process_) sticky_ = s;

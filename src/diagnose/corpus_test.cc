@@ -130,10 +130,9 @@ constexpr size_t kMinCorpusCases = 41;
 // The keys FindsExpectedCause reads (see tests/diagnose/make_corpus.py). Cause
 // keys describe the cause; a case that finds nothing has none of them.
 const std::set<std::string> kCauseKeys = {
-    "type", "message_contains", "process", "rank", "signature", "stage", "function",
-    "file_contains", "hint_contains", "truncated", "is_consequence", "min_same_way"};
-const std::set<std::string> kOtherKeys = {"found", "min_consequences", "missing_ranks",
-                                          "reversed"};
+    "type",     "message_contains", "process",       "rank",      "signature",      "stage",
+    "function", "file_contains",    "hint_contains", "truncated", "is_consequence", "min_same_way"};
+const std::set<std::string> kOtherKeys = {"found", "min_consequences", "missing_ranks", "reversed"};
 
 bool CiRun() {
   const char* ci = std::getenv("CI");

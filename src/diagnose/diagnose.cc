@@ -62,8 +62,8 @@ void DemoteKillsAfterFailures(std::vector<Candidate>* tiers, uint64_t* counts) {
   bool any_late = false;
   for (size_t i = 0; i < causes.size(); ++i) {
     const Candidate& c = causes[i];
-    late[i] = c.kind == CandidateKind::kErrorLine && IsKillSignature(c.signature) &&
-              failed_before(c);
+    late[i] =
+        c.kind == CandidateKind::kErrorLine && IsKillSignature(c.signature) && failed_before(c);
     any_late = any_late || late[i];
   }
   if (!any_late) return;
@@ -273,8 +273,8 @@ Status AnalyzeFd(int fd, bool seekable, const std::string& name, int source,
       auto back = NewBackwardLineReader(back_fd, name, reader->stats().lines, options.max_line_bytes);
       Analyzer backward(source, default_process);
       const bool by_stamps = r.LooksNewestFirstByLineStamps();
-      AnalyzeBackward(r, [&back](std::string_view* l, uint64_t* n) { return back->Next(l, n); },
-                      &backward);
+      AnalyzeBackward(
+          r, [&back](std::string_view* l, uint64_t* n) { return back->Next(l, n); }, &backward);
       if (!back->status().ok()) return back->status();
       r = backward.Finish();
       *reversed = true;

@@ -180,8 +180,10 @@ size_t TryIso(std::string_view s, LinePrefix* out) {
 // DEFAULT (plain text without a severity) says nothing about the line.
 size_t TryCloudSeverity(std::string_view s, LinePrefix* out) {
   static constexpr std::pair<std::string_view, Level> kSeverities[] = {
-      {"DEFAULT ", Level::kNone}, {"NOTICE ", Level::kInfo},
-      {"ALERT ", Level::kCritical}, {"EMERGENCY ", Level::kCritical}};
+      {"DEFAULT ", Level::kNone},
+      {"NOTICE ", Level::kInfo},
+      {"ALERT ", Level::kCritical},
+      {"EMERGENCY ", Level::kCritical}};
   for (const auto& [word, level] : kSeverities) {
     double t;
     if (s.substr(0, word.size()) == word && ParseIsoTimestamp(s.substr(word.size()), &t) > 0) {

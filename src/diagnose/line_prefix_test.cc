@@ -149,7 +149,8 @@ TEST(LinePrefixTest, ConsoleSeverityBeforeEachLineStamp) {
   EXPECT_EQ(p.level, Level::kError);
   EXPECT_TRUE(p.has_ts);
   EXPECT_EQ(p.content, "  File \"/app/x.py\", line 3, in f");
-  p = Parse("DEFAULT 2025-04-07T11:13:25.033Z [2025-04-07 11:13:25 TP0] Scheduler hit an exception:");
+  p = Parse(
+      "DEFAULT 2025-04-07T11:13:25.033Z [2025-04-07 11:13:25 TP0] Scheduler hit an exception:");
   EXPECT_EQ(p.level, Level::kNone);
   EXPECT_TRUE(p.has_ts);
   EXPECT_EQ(p.label, "TP0");

@@ -86,7 +86,7 @@ class TracebackParser {
     uint64_t total_frames = 0;
     bool noise = false;
     bool truncated = false;
-    bool handled = false;  // its header was a handled_record line
+    bool handled = false;            // its header was a handled_record line
     std::vector<Evidence> evidence;  // header, exception line, continuations
     std::string link;                // how the previous exception led to this one
     double ts = 0;
