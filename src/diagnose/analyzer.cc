@@ -10,6 +10,10 @@ namespace specd::diagnose {
 namespace {
 
 constexpr uint64_t kAbsorbWindowLines = 64;
+// How far below a retry warning (in its stream's lines) a traceback header
+// still belongs to it: Python's logging prints the traceback right under the
+// message, which may span a few lines.
+constexpr uint64_t kRetryRecordLines = 4;
 constexpr size_t kMaxEvidence = 10;
 constexpr size_t kMaxEvidenceText = 400;
 
@@ -90,9 +94,35 @@ bool StatesFailure(std::string_view c) {
   return false;
 }
 
+// Whether a message tells that the failure it reports is retried or worked
+// around: "retrying in 2s", "will retry", "Retry 2/5", "falling back to ...".
+bool TellsOfRetry(std::string_view m) {
+  std::string lower(m.substr(0, 512));
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  for (std::string_view w : {"retry", "retrie", "retrying", "try again", "trying again",
+                             "fall back", "falling back", "fallback"}) {
+    if (Contains(lower, w)) return true;
+  }
+  return false;
+}
+
 bool ExceptionLikeType(std::string_view type) {
   return Contains(type, "Error") || Contains(type, "Exception") || EndsWith(type, "Exit") ||
          Contains(type, "Interrupt") || EndsWith(type, "Failure");
+}
+
+// What a line is within a traceback, to tell which way lines sharing a stamp run.
+enum class Shape { kOther, kHeader, kFrame, kCode, kException };
+
+Shape ShapeOf(std::string_view c) {
+  if (EndsWith(c, "Traceback (most recent call last):")) return Shape::kHeader;
+  Frame f;
+  if (StartsWith(c, "  File \"") && ParseFrameLine(c, &f)) return Shape::kFrame;
+  if (StartsWith(c, "    ")) return Shape::kCode;
+  std::string_view type, msg;
+  if (ParseExceptionLine(c, &type, &msg) && ExceptionLikeType(type)) return Shape::kException;
+  return Shape::kOther;
 }
 
 // A rank named in a message: "local_rank: 3", "[Rank 3]", "rank=3", "rank 3".
@@ -143,7 +173,18 @@ struct Analyzer::Stream {
   Candidate pending;
   uint64_t pending_at = 0;
   bool had_cause = false;  // offered a cause-tier candidate
+  // `lines` at the last line with its own level if that line was below ERROR
+  // and told of a retry; 0 otherwise.
+  uint64_t retry_at = 0;
+  Shape last_shape = Shape::kOther;  // of the last line, when it had its own stamp
+  double last_stamp = 0;
+  std::vector<Candidate> held;  // handled tracebacks, until the stream goes on
 };
+
+bool AnalysisResult::LooksNewestFirstByLineStamps() const {
+  return lines > 0 && stamped_lines * 20 >= lines * 19 && ts_decreases >= 3 &&
+         ts_decreases > 2 * ts_increases;
+}
 
 bool AnalysisResult::LooksReversed() const {
   if (reversed_evidence > forward_evidence) return true;
@@ -248,7 +289,29 @@ void Analyzer::AddLine(std::string_view line, uint64_t line_no) {
     has_ts = true;
   }
   ++s->lines;
-  if (s->has_pending && s->lines - s->pending_at > kAbsorbWindowLines) {
+  if (!line.empty()) ++result_.lines;
+  if (prefix_.has_ts) {
+    ++result_.stamped_lines;
+    const Shape shape = ShapeOf(prefix_.content);
+    if (s->last_shape != Shape::kOther && prefix_.ts == s->last_stamp) {
+      const Shape a = s->last_shape;
+      if ((a == Shape::kHeader && shape == Shape::kFrame) ||
+          (a == Shape::kCode && shape == Shape::kException)) {
+        ++result_.tie_forward;
+      } else if ((a == Shape::kFrame && shape == Shape::kHeader) ||
+                 (a == Shape::kException && shape == Shape::kCode)) {
+        ++result_.tie_reversed;
+      }
+    }
+    s->last_shape = shape;
+    s->last_stamp = prefix_.ts;
+  } else {
+    s->last_shape = Shape::kOther;
+  }
+  // An error line announces a traceback that follows it closely; a record
+  // logged below ERROR in between ends the announcement.
+  const bool lower_record = prefix_.level != Level::kNone && prefix_.level < Level::kError;
+  if (s->has_pending && (s->lines - s->pending_at > kAbsorbWindowLines || lower_record)) {
     s->has_pending = false;
     Commit(std::move(s->pending));
   }
@@ -256,8 +319,16 @@ void Analyzer::AddLine(std::string_view line, uint64_t line_no) {
     if (prefix_.level >= Level::kError) HandleSpecdText(s, prefix_, line, line_no, ts, has_ts);
     return;  // specd lines never belong to a Python traceback
   }
-  StreamLine l{prefix_.content, line, source_, line_no, order_, ts, has_ts, prefix_.level,
-               record_start};
+  const bool own_level = prefix_.level != Level::kNone;
+  const bool below_error = own_level && prefix_.level < Level::kError;
+  bool handled_record = below_error;
+  if (own_level) {
+    s->retry_at = below_error && TellsOfRetry(prefix_.content) ? s->lines : 0;
+  } else if (s->retry_at != 0 && s->lines - s->retry_at <= kRetryRecordLines) {
+    handled_record = true;
+  }
+  StreamLine l{prefix_.content, line,          source_,      line_no,       order_, ts,
+               has_ts,          prefix_.level, record_start, handled_record};
   emitted_.clear();
   bool consumed = s->parser.Feed(l, &emitted_);
   if (s->parser.open() && !s->label.empty() && s->label != default_process_) sticky_ = s;
@@ -265,7 +336,10 @@ void Analyzer::AddLine(std::string_view line, uint64_t line_no) {
     Classify(&c, s);
     Offer(s, std::move(c));
   }
-  if (!consumed) MaybeErrorLine(s, l);
+  if (!consumed) {
+    MaybeErrorLine(s, l);
+    if (!s->held.empty() && !TrimRight(l.content).empty()) ReleaseHeld(s, /*went_on=*/true);
+  }
 }
 
 void Analyzer::HandleSpecdJson(std::string_view line, uint64_t line_no) {
@@ -379,9 +453,11 @@ void Analyzer::MaybeErrorLine(Stream* s, const StreamLine& l) {
   // "Error: none" / "errors: 0" are counters, not exceptions.
   bool exc = ParseExceptionLine(c, &type, &msg) && ExceptionLikeType(type) &&
              (msg.empty() || !IsZeroOrEmptyValue(msg));
-  if (l.level < Level::kError && !exc && !StatesFailure(c)) return;
+  const bool states_failure = exc || StatesFailure(c);
+  if (l.level < Level::kError && !states_failure) return;
   Candidate cand;
   cand.kind = CandidateKind::kErrorLine;
+  cand.level_only = !states_failure;
   if (exc) {
     cand.type = Cap(type, 256);
     cand.message = Cap(msg, 2048);
@@ -437,7 +513,7 @@ void Analyzer::Classify(Candidate* c, const Stream* s) {
 }
 
 void Analyzer::Offer(Stream* s, Candidate c) {
-  if (c.tier == kTierCause) s->had_cause = true;
+  if (c.tier == kTierCause && !c.handled) s->had_cause = true;
   if (c.kind == CandidateKind::kErrorLine) {
     if (s->has_pending) Commit(std::move(s->pending));
     s->pending = std::move(c);
@@ -468,7 +544,20 @@ void Analyzer::Offer(Stream* s, Candidate c) {
     }
     s->has_pending = false;
   }
+  if (c.handled && c.kind == CandidateKind::kTraceback && c.tier != kTierConsequence &&
+      s->held.size() < kMaxHeld) {
+    s->held.push_back(std::move(c));
+    return;
+  }
   Commit(std::move(c));
+}
+
+void Analyzer::ReleaseHeld(Stream* s, bool went_on) {
+  for (Candidate& c : s->held) {
+    if (went_on) c.tier = kTierHandled;
+    Commit(std::move(c));
+  }
+  s->held.clear();
 }
 
 void Analyzer::Commit(Candidate c) {
@@ -515,6 +604,7 @@ AnalysisResult Analyzer::Finish() {
       s->has_pending = false;
       Commit(std::move(s->pending));
     }
+    ReleaseHeld(s.get(), /*went_on=*/false);
     result_.noise_blocks += s->parser.noise_blocks();
     result_.forward_evidence += s->parser.forward_evidence();
     result_.reversed_evidence += s->parser.reversed_evidence();

@@ -4,6 +4,11 @@
 // plain error lines, and classifies every failure (tier, signature,
 // consequence). Memory is bounded by kMaxStreams streams and kMaxPerTier kept
 // candidates per tier, whatever the input size.
+//
+// A traceback logged below ERROR (see StreamLine::handled_record) is held
+// until its stream shows another non-blank line: then the process caught the
+// exception and went on (a retry, a fallback), and it goes to kTierHandled;
+// at the end of the input it keeps its own tier.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +47,18 @@ struct AnalysisResult {
   // Some line had a time stamp: lines are grouped into records (a stamped
   // line and the bare lines below it) when the input is read back to front.
   bool stamped = false;
+  // Non-blank lines, and those that carry a stamp of their own.
+  uint64_t lines = 0, stamped_lines = 0;
+  // Traceback lines next to each other in one stream with equal stamps, in
+  // the order a traceback is written (header then frame, code then
+  // exception) or the reverse.
+  uint64_t tie_forward = 0, tie_reversed = 0;
   bool LooksReversed() const;
+  // Nearly every line has its own stamp and the stamps go backwards: an
+  // export to read in stamp order (see StampOrderer).
+  bool LooksNewestFirstByLineStamps() const;
+  // For StampOrderer: whether lines with equal stamps are in the file's order.
+  bool TiesInFileOrder() const { return tie_reversed <= tie_forward; }
 };
 
 class Analyzer {
@@ -51,6 +67,8 @@ class Analyzer {
   static constexpr size_t kMaxPerTier = 256;
   static constexpr size_t kMaxGroups = 4096;
   static constexpr size_t kMaxGroupProcesses = 1024;
+  // Handled tracebacks a stream may hold while waiting to see it go on.
+  static constexpr size_t kMaxHeld = 16;
 
   // `source` indexes the input; `default_process` labels lines that carry no
   // process label (e.g. the file name when several files are given; may be empty).
@@ -71,6 +89,9 @@ class Analyzer {
   void CommitSupervisorRootCause(SupervisorRootCause rc);
   void Classify(Candidate* c, const Stream* s);
   void Offer(Stream* s, Candidate c);
+  // Commits the stream's held handled tracebacks: to kTierHandled when the
+  // stream went on after them, else to their own tier.
+  void ReleaseHeld(Stream* s, bool went_on);
   void Commit(Candidate c);
 
   int source_;

@@ -110,6 +110,103 @@ TEST(AnalyzerTest, ConsequenceBeforeCauseIsNotTheCause) {
   EXPECT_EQ(d.consequences[0].process, "rank0");
 }
 
+// A kill seen from outside after another process stated its failure is that
+// failure's consequence, even when the failure is only an error line.
+TEST(AnalyzerTest, KillAfterAnotherFailureIsAConsequence) {
+  std::string log =
+      "[TP5] 2026-12-02 10:40:27,000 ERROR RuntimeError: CUDA error: uncorrectable ECC error\n"
+      "[2026-12-02 10:40:40] Received sigquit from a child process. It usually means the child "
+      "failed.\n"
+      "Killed\n";
+  Diagnosis d = DiagnoseText(log);
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.process, "TP5");
+  EXPECT_FALSE(d.cause_is_consequence);
+  EXPECT_EQ(d.consequences_total, 2u);
+}
+
+// Neither a progress bar that a collector marked ERROR nor a handled warning
+// is a failure that makes a later kill its consequence.
+TEST(AnalyzerTest, KillWithNothingFailedBeforeIsTheCause) {
+  std::string log =
+      "ERROR 2026-12-02T10:40:20.000Z Loading safetensors checkpoint shards: 100% Completed\n"
+      "INFO 2026-12-02T10:40:21.000Z loading 4 shards into host memory\n"
+      "ERROR 2026-12-02T10:40:30.000Z Killed\n";
+  Diagnosis d = DiagnoseText(log);
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.signature, "killed");
+  EXPECT_FALSE(d.cause_is_consequence);
+}
+
+// A traceback logged at WARNING after which the process went on was caught
+// and retried: it is not a failure, and a later failure is the cause.
+TEST(AnalyzerTest, HandledWarningTracebackIsNotTheFailure) {
+  const std::string w = "WARNING 12-02 10:40:15 [weight_utils.py:281] ";
+  std::string retried = w + "download failed, retrying\n" +
+                        Traceback(w, "requests.exceptions.ReadTimeout: Read timed out.") +
+                        "INFO 12-02 10:40:47 [weight_utils.py:270] download done\n";
+  Diagnosis d = DiagnoseText(retried);
+  EXPECT_FALSE(d.found);
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("1 traceback(s) logged below ERROR"), std::string::npos);
+
+  d = DiagnoseText(retried + Traceback("ERROR 12-02 10:41:00 [core.py:390] ", "ValueError: late"));
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.message, "late");
+  EXPECT_TRUE(d.other_failures.empty());
+}
+
+// Python's logging prints the traceback under the message line: the record's
+// level and its retry wording decide, not the bare traceback lines.
+TEST(AnalyzerTest, TracebackUnderARetryWarningRecordIsHandled) {
+  std::string log =
+      "2026-12-02 10:40:11,223 WARNING hub.py:112 fetch failed, will retry in 5s (1/3)\n" +
+      Traceback("", "requests.exceptions.HTTPError: 504 Server Error") +
+      "2026-12-02 10:40:16,330 INFO hub.py:118 fetched on attempt 2\n";
+  EXPECT_FALSE(DiagnoseText(log).found);
+}
+
+// Without retry wording, a bare traceback under an unrelated warning is an
+// uncaught exception; and a handled traceback that ends the log stays a
+// failure, since nothing shows the process went on.
+TEST(AnalyzerTest, TracebacksNotShownHandledStayFailures) {
+  std::string uncaught = "2026-12-02 10:40:11,223 WARNING disk.py:9 cache volume 91% full\n" +
+                         Traceback("", "OSError: [Errno 28] No space left on device") +
+                         "2026-12-02 10:40:16,330 INFO supervisor.py:40 child exited\n";
+  Diagnosis d = DiagnoseText(uncaught);
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.type, "OSError");
+
+  const std::string w = "WARNING 12-02 10:40:15 [weight_utils.py:281] ";
+  d = DiagnoseText(Traceback(w, "requests.exceptions.ReadTimeout: Read timed out."));
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.cause.type, "requests.exceptions.ReadTimeout");
+}
+
+// Every line stamped, milliseconds newest first, lines within one millisecond
+// oldest first: read in stamp order, the traceback is whole again.
+TEST(AnalyzerTest, NewestFirstLineStampedExportIsReadInStampOrder) {
+  std::string log =
+      "ERROR 2025-04-07T11:13:30.000Z Killed\n"
+      "ERROR 2025-04-07T11:13:29.913Z     raise ValueError(msg)\n"
+      "ERROR 2025-04-07T11:13:29.913Z ValueError: max_model_len too large\n"
+      "ERROR 2025-04-07T11:13:29.912Z Traceback (most recent call last):\n"
+      "ERROR 2025-04-07T11:13:29.912Z   File \"/app/check.py\", line 9, in check_len\n"
+      "INFO 2025-04-07T11:13:21.000Z model loaded\n"
+      "ERROR 2025-04-07T11:13:05.000Z Loading checkpoint shards: 100% Completed\n"
+      "INFO 2025-04-07T11:13:01.000Z server starting\n";
+  Diagnosis d = DiagnoseText(log);
+  ASSERT_TRUE(d.found);
+  EXPECT_TRUE(d.reversed);
+  EXPECT_EQ(d.cause.type, "ValueError");
+  EXPECT_EQ(d.cause.frame.function, "check_len");
+  EXPECT_EQ(d.cause.frame.code, "raise ValueError(msg)");
+  // The progress bar the console marked ERROR does not announce the
+  // traceback: a lower record comes between them.
+  ASSERT_FALSE(d.cause.evidence.empty());
+  EXPECT_EQ(d.cause.evidence[0].line, 4u);
+}
+
 TEST(AnalyzerTest, LoggingErrorIsNoiseButItsMessageIsAFallback) {
   std::string noise =
       "--- Logging error ---\n" +

@@ -10,14 +10,15 @@
 namespace specd::diagnose {
 
 // Tiers, best first. The root cause is the earliest candidate of the best
-// non-empty tier.
+// non-empty tier; kTierHandled never names one.
 enum Tier : int {
   kTierCause = 0,        // traceback, specd error, known non-consequence signature, killed process
   kTierGeneric = 1,      // ERROR-level or exception-looking line, truncated traceback
   kTierLogged = 2,       // "Message:/Arguments:" of a logging error that carries an error
   kTierConsequence = 3,  // peers timing out, teardown, broken pipes
   kTierWeak = 4,         // other logging-error messages
-  kNumTiers = 5,
+  kTierHandled = 5,      // tracebacks logged below ERROR after which the process went on
+  kNumTiers = 6,
 };
 
 enum class CandidateKind { kTraceback, kSpecdError, kErrorLine, kLoggedError };
@@ -55,6 +56,12 @@ struct Candidate {
   bool consequence = false;
   bool truncated = false;  // a traceback without its exception line
   bool noise = false;      // raised inside the logging module
+  // A traceback logged in a record below ERROR (a retry, a fallback): the
+  // process caught the exception. See StreamLine::handled_record.
+  bool handled = false;
+  // An error line kept only for its level: its text states no failure (a
+  // progress bar on stderr that a collector marked ERROR).
+  bool level_only = false;
   double ts = 0;
   bool has_ts = false;
   uint64_t order = 0;  // position of its key line in analysis order, within its source

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 #include "diagnose/diagnose.h"
 
@@ -121,8 +124,71 @@ TEST_P(CorpusTest, FindsExpectedCause) {
 INSTANTIATE_TEST_SUITE_P(Corpus, CorpusTest, ::testing::ValuesIn(CorpusNames()),
                          [](const auto& info) { return info.param; });
 
-TEST(CorpusTest, CorpusIsPresent) {
-  EXPECT_GE(CorpusNames().size(), 20u) << "corpus directory: " << kCorpus;
+// Cases committed so far; the corpus only grows.
+constexpr size_t kMinCorpusCases = 41;
+
+// The keys FindsExpectedCause reads (see tests/diagnose/make_corpus.py). Cause
+// keys describe the cause; a case that finds nothing has none of them.
+const std::set<std::string> kCauseKeys = {
+    "type",     "message_contains", "process",       "rank",      "signature",      "stage",
+    "function", "file_contains",    "hint_contains", "truncated", "is_consequence", "min_same_way"};
+const std::set<std::string> kOtherKeys = {"found", "min_consequences", "missing_ranks", "reversed"};
+
+bool CiRun() {
+  const char* ci = std::getenv("CI");
+  return ci != nullptr && std::string(ci) == "true";
+}
+
+// Every log has its expectation and every expectation its log; each
+// expectation parses, uses only known keys and either names what identifies
+// the cause or says there is none.
+TEST(CorpusTest, CorpusIsComplete) {
+  if (!fs::is_directory(kCorpus)) {
+    if (CiRun()) FAIL() << "corpus directory missing: " << kCorpus;
+    GTEST_SKIP() << "corpus directory missing: " << kCorpus;
+  }
+  std::set<std::string> logs, expected;
+  for (const auto& e : fs::directory_iterator(kCorpus)) {
+    const std::string file = e.path().filename().string();
+    const std::string suffix = ".expected.json";
+    if (e.path().extension() == ".log") {
+      logs.insert(e.path().stem().string());
+    } else if (file.size() > suffix.size() &&
+               file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      expected.insert(file.substr(0, file.size() - suffix.size()));
+    } else {
+      ADD_FAILURE() << "unexpected file in the corpus: " << file;
+    }
+  }
+  for (const std::string& name : logs) {
+    EXPECT_TRUE(expected.count(name)) << name << ".log has no " << name << ".expected.json";
+  }
+  for (const std::string& name : expected) {
+    EXPECT_TRUE(logs.count(name)) << name << ".expected.json has no " << name << ".log";
+  }
+  EXPECT_GE(logs.size(), kMinCorpusCases) << "corpus directory: " << kCorpus;
+
+  for (const std::string& name : expected) {
+    SCOPED_TRACE(name + ".expected.json");
+    std::ifstream in(kCorpus / (name + ".expected.json"));
+    json want = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(want.is_object()) << "does not parse as a JSON object";
+    ASSERT_TRUE(want.contains("found") && want["found"].is_boolean()) << "needs \"found\": bool";
+    size_t cause_keys = 0;
+    for (const auto& [key, value] : want.items()) {
+      EXPECT_TRUE(kCauseKeys.count(key) || kOtherKeys.count(key)) << "unknown key " << key;
+      cause_keys += kCauseKeys.count(key);
+    }
+    if (want["found"].get<bool>()) {
+      // A truncated traceback has no exception line; its frame names it.
+      EXPECT_TRUE(want.contains("type") || want.contains("message_contains") ||
+                  (want.contains("signature") && want["signature"].is_string()) ||
+                  want.contains("function") || want.contains("file_contains"))
+          << "a found cause must be named by its type, message, signature or frame";
+    } else {
+      EXPECT_EQ(cause_keys, 0u) << "says nothing was found but describes a cause";
+    }
+  }
 }
 
 }  // namespace

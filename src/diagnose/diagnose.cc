@@ -27,6 +27,62 @@ void SortEarliestFirst(std::vector<Candidate>* v) {
   });
 }
 
+bool IsKillSignature(const std::string& signature) {
+  return signature == "killed" || signature == "oom_killed";
+}
+
+// Whether `a` happened before `b`: by time stamps when both have one, else by
+// position within one input. Unstamped candidates of different inputs are not
+// ordered.
+bool HappenedBefore(const Candidate& a, const Candidate& b) {
+  if (a.has_ts && b.has_ts && a.ts != b.ts) return a.ts < b.ts;
+  return a.source == b.source && a.order < b.order;
+}
+
+// A process killed from outside (a shell's "Killed", an agent's "exitcode:
+// -9", the kernel's OOM killer) after another failure was stated is a
+// consequence of that failure: launchers kill what is left once a child
+// failed, and schedulers kill a process that hung after its error. A kill is
+// a cause only when nothing failed before it. Only kills seen as log lines
+// move; a root cause the supervisor named stays where it is.
+void DemoteKillsAfterFailures(std::vector<Candidate>* tiers, uint64_t* counts) {
+  auto is_failure = [](const Candidate& c) {
+    return !c.consequence && !c.level_only && !IsKillSignature(c.signature);
+  };
+  auto failed_before = [&](const Candidate& kill) {
+    for (int t : {kTierCause, kTierGeneric}) {
+      for (const Candidate& c : tiers[t]) {
+        if (is_failure(c) && HappenedBefore(c, kill)) return true;
+      }
+    }
+    return false;
+  };
+  std::vector<Candidate>& causes = tiers[kTierCause];
+  std::vector<bool> late(causes.size(), false);
+  bool any_late = false;
+  for (size_t i = 0; i < causes.size(); ++i) {
+    const Candidate& c = causes[i];
+    late[i] =
+        c.kind == CandidateKind::kErrorLine && IsKillSignature(c.signature) && failed_before(c);
+    any_late = any_late || late[i];
+  }
+  if (!any_late) return;
+  std::vector<Candidate> kept;
+  for (size_t i = 0; i < causes.size(); ++i) {
+    if (!late[i]) {
+      kept.push_back(std::move(causes[i]));
+      continue;
+    }
+    causes[i].consequence = true;
+    causes[i].tier = kTierConsequence;
+    tiers[kTierConsequence].push_back(std::move(causes[i]));
+    --counts[kTierCause];
+    ++counts[kTierConsequence];
+  }
+  causes = std::move(kept);
+  SortEarliestFirst(&tiers[kTierConsequence]);
+}
+
 std::string BaseName(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -74,6 +130,7 @@ Diagnosis Combine(std::vector<AnalysisResult> results, std::vector<std::string> 
     d.noise_blocks += r.noise_blocks;
   }
   for (auto& v : tiers) SortEarliestFirst(&v);
+  DemoteKillsAfterFailures(tiers, counts);
   d.missing_ranks.assign(missing.begin(), missing.end());
 
   int best = -1;
@@ -82,6 +139,11 @@ Diagnosis Combine(std::vector<AnalysisResult> results, std::vector<std::string> 
       best = t;
       break;
     }
+  }
+  if (counts[kTierHandled] > 0) {
+    d.notes.push_back(std::to_string(counts[kTierHandled]) +
+                      " traceback(s) logged below ERROR, after which the process went on (a "
+                      "retry or a fallback), not counted as failures");
   }
   if (best < 0) return d;
   d.found = true;
@@ -162,6 +224,29 @@ Diagnosis Combine(std::vector<AnalysisResult> results, std::vector<std::string> 
   return d;
 }
 
+// Whether the forward pass calls for reading the input again back to front.
+bool ReadAgainBackward(const AnalysisResult& r) {
+  return r.LooksNewestFirstByLineStamps() || r.LooksReversed();
+}
+
+// Feeds `backward` the input in time order, given `source` that yields its
+// lines last to first and the forward pass's result `r`: by line stamps when
+// every line has one, else record by record when some have, else line by line.
+void AnalyzeBackward(const AnalysisResult& r, const RecordReverser::Source& source,
+                     Analyzer* backward) {
+  std::string_view line;
+  uint64_t no;
+  if (r.LooksNewestFirstByLineStamps()) {
+    StampOrderer ordered(source, r.TiesInFileOrder());
+    while (ordered.Next(&line, &no)) backward->AddLine(line, no);
+  } else if (r.stamped) {
+    RecordReverser records(source);
+    while (records.Next(&line, &no)) backward->AddLine(line, no);
+  } else {
+    while (source(&line, &no)) backward->AddLine(line, no);
+  }
+}
+
 // Reads one input forward, and again backward when it looks reversed.
 Status AnalyzeFd(int fd, bool seekable, const std::string& name, int source,
                  const std::string& default_process, const DiagnoseOptions& options,
@@ -177,7 +262,7 @@ Status AnalyzeFd(int fd, bool seekable, const std::string& name, int source,
   AddStats(stats, reader->stats());
   AnalysisResult r = forward.Finish();
   *reversed = false;
-  if (options.detect_reversed && r.LooksReversed()) {
+  if (options.detect_reversed && ReadAgainBackward(r)) {
     int back_fd = -1;
     if (seekable) {
       back_fd = fd;
@@ -187,16 +272,14 @@ Status AnalyzeFd(int fd, bool seekable, const std::string& name, int source,
     if (back_fd >= 0) {
       auto back = NewBackwardLineReader(back_fd, name, reader->stats().lines, options.max_line_bytes);
       Analyzer backward(source, default_process);
-      if (r.stamped) {
-        RecordReverser records([&back](std::string_view* l, uint64_t* n) { return back->Next(l, n); });
-        while (records.Next(&line, &no)) backward.AddLine(line, no);
-      } else {
-        while (back->Next(&line, &no)) backward.AddLine(line, no);
-      }
+      const bool by_stamps = r.LooksNewestFirstByLineStamps();
+      AnalyzeBackward(
+          r, [&back](std::string_view* l, uint64_t* n) { return back->Next(l, n); }, &backward);
       if (!back->status().ok()) return back->status();
       r = backward.Finish();
       *reversed = true;
-      notes->push_back(name + ": newest-first order detected; read back to front");
+      notes->push_back(name + (by_stamps ? ": newest-first order detected; read in time-stamp order"
+                                         : ": newest-first order detected; read back to front"));
     } else {
       notes->push_back(name + ": looks newest-first, but it is too large to re-read from stdin; "
                               "pass it as a file");
@@ -285,23 +368,19 @@ Diagnosis DiagnoseText(std::string_view text, std::string name, const DiagnoseOp
   for (const auto& [l, no] : lines) forward.AddLine(l, no);
   AnalysisResult r = forward.Finish();
   bool reversed = false;
-  if (options.detect_reversed && r.LooksReversed()) {
+  if (options.detect_reversed && ReadAgainBackward(r)) {
     Analyzer backward(0, "");
     auto it = lines.rbegin();
-    RecordReverser records([&](std::string_view* l, uint64_t* n) {
-      if (it == lines.rend()) return false;
-      *l = it->first;
-      *n = it->second;
-      ++it;
-      return true;
-    });
-    std::string_view l;
-    uint64_t no;
-    if (r.stamped) {
-      while (records.Next(&l, &no)) backward.AddLine(l, no);
-    } else {
-      for (auto b = lines.rbegin(); b != lines.rend(); ++b) backward.AddLine(b->first, b->second);
-    }
+    AnalyzeBackward(
+        r,
+        [&](std::string_view* l, uint64_t* n) {
+          if (it == lines.rend()) return false;
+          *l = it->first;
+          *n = it->second;
+          ++it;
+          return true;
+        },
+        &backward);
     r = backward.Finish();
     reversed = true;
   }

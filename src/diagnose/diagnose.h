@@ -8,7 +8,8 @@
 // Inputs are streamed line by line with bounded memory: a 1 GB log needs one
 // read buffer, capped lines and bounded per-process state. A log whose order
 // is reversed (tracebacks printed after their frames, time going backwards) is
-// read a second time back to front.
+// read a second time back to front; when nearly every line carries its own
+// stamp, in stamp order (see StampOrderer).
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace specd::diagnose {
 namespace {
@@ -81,6 +82,14 @@ Level ParseLevelWord(std::string_view s, size_t* len, bool* specd_word) {
 // One space after a prefix (never more: indentation belongs to the content).
 size_t OneSpace(std::string_view s, size_t i) { return i < s.size() && s[i] == ' ' ? i + 1 : i; }
 
+// Records a stamp unless an outer one was found: a collector stamps every
+// line with one clock, while the processes' own stamps may be naive local time.
+void SetStamp(LinePrefix* out, double seconds) {
+  if (out->has_ts) return;
+  out->ts = seconds;
+  out->has_ts = true;
+}
+
 void AddLabel(LinePrefix* out, std::string_view label) {
   // "[rank0]:[E1202 ...] [Rank 0] msg": the same label again is not a new level.
   std::string_view have = out->label;
@@ -109,8 +118,7 @@ size_t TryIso(std::string_view s, LinePrefix* out) {
   size_t n = ParseIsoTimestamp(s, &t);
   if (n == 0) return 0;
   bool zulu = s[n - 1] == 'Z';
-  out->ts = t;
-  out->has_ts = true;
+  SetStamp(out, t);
   size_t i = n;
   if (i < s.size() && s[i] != ' ') return i;  // stamp glued to something: keep the rest
   i = OneSpace(s, i);
@@ -167,13 +175,32 @@ size_t TryIso(std::string_view s, LinePrefix* out) {
   return j;
 }
 
+// Cloud Logging severities that are not Python levels, as a console export
+// prints them before each line's ISO stamp ("DEFAULT 2025-04-07T19:13:52.541Z ").
+// DEFAULT (plain text without a severity) says nothing about the line.
+size_t TryCloudSeverity(std::string_view s, LinePrefix* out) {
+  static constexpr std::pair<std::string_view, Level> kSeverities[] = {
+      {"DEFAULT ", Level::kNone},
+      {"NOTICE ", Level::kInfo},
+      {"ALERT ", Level::kCritical},
+      {"EMERGENCY ", Level::kCritical}};
+  for (const auto& [word, level] : kSeverities) {
+    double t;
+    if (s.substr(0, word.size()) == word && ParseIsoTimestamp(s.substr(word.size()), &t) > 0) {
+      out->level = level;
+      return word.size();
+    }
+  }
+  return 0;
+}
+
 // vLLM "ERROR 12-02 10:40:27 [engine.py:123] " / "INFO 12-02 10:40:27 engine.py:12] ",
 // uvicorn "ERROR:    ", python basicConfig "ERROR:root:", bare "WARNING  ".
 size_t TryLevelFirst(std::string_view s, LinePrefix* out) {
   size_t len;
   bool specd_word;
   Level l = ParseLevelWord(s, &len, &specd_word);
-  if (l == Level::kNone) return 0;
+  if (l == Level::kNone) return TryCloudSeverity(s, out);
   size_t i = len;
   int mo, d;
   if (i < s.size() && s[i] == ' ' && Digits(s, i + 1, 2, &mo) && i + 3 < s.size() &&
@@ -182,8 +209,7 @@ size_t TryLevelFirst(std::string_view s, LinePrefix* out) {
     size_t c = ParseClock(s, i + 7, &clock);
     if (c == 0) return 0;
     out->level = l;
-    out->ts = DaysFromCivil(2000, mo, d) * 86400.0 + clock;
-    out->has_ts = true;
+    SetStamp(out, DaysFromCivil(2000, mo, d) * 86400.0 + clock);
     size_t j = OneSpace(s, i + 7 + c);
     // "[file.py:123] " or "file.py:123] ": a token without spaces ending in ']'.
     size_t k = j;
@@ -228,8 +254,7 @@ size_t TryGlog(std::string_view s, LinePrefix* out) {
   }
   out->level = s[0] == 'I' ? Level::kInfo : s[0] == 'W' ? Level::kWarn
              : s[0] == 'E' ? Level::kError : Level::kCritical;
-  out->ts = DaysFromCivil(2000, mo, d) * 86400.0 + clock;
-  out->has_ts = true;
+  SetStamp(out, DaysFromCivil(2000, mo, d) * 86400.0 + clock);
   return OneSpace(s, close + 1);
 }
 
@@ -266,8 +291,7 @@ size_t TryBracket(std::string_view s, LinePrefix* out) {
   int rank = -1;
   double t;
   if (size_t n = ParseIsoTimestamp(inner, &t); n > 0) {
-    out->ts = t;
-    out->has_ts = true;
+    SetStamp(out, t);
     matched = true;
     std::string_view rest = inner.substr(n);
     while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
@@ -298,8 +322,7 @@ size_t TryBracket(std::string_view s, LinePrefix* out) {
     LinePrefix tmp;
     if (TryGlog(inner.size() + 2 <= s.size() ? s.substr(1) : inner, &tmp) > 0) {
       out->level = tmp.level;
-      out->ts = tmp.ts;
-      out->has_ts = true;
+      SetStamp(out, tmp.ts);
       matched = true;
     }
   }
@@ -357,8 +380,7 @@ size_t TrySyslog(std::string_view s, LinePrefix* out) {
   double clock;
   size_t c = ParseClock(s, i + 1, &clock);
   if (c == 0) return 0;
-  out->ts = DaysFromCivil(2000, month, day) * 86400.0 + clock;
-  out->has_ts = true;
+  SetStamp(out, DaysFromCivil(2000, month, day) * 86400.0 + clock);
   i = i + 1 + c;
   // " host tag[pid]: "
   size_t host_end = s.find(' ', i + 1);
@@ -470,10 +492,8 @@ void ParseLinePrefix(std::string_view line, LinePrefix* out) {
       field = out->csv_field;
     }
     ParsePrefixes(field, out);
-    if (!out->has_ts) {
-      out->ts = t;
-      out->has_ts = true;
-    }
+    out->ts = t;  // the export's stamp is the outermost one
+    out->has_ts = true;
     return;
   }
   ParsePrefixes(line, out);

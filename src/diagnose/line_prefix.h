@@ -10,6 +10,7 @@
 //                        "2026-12-02 10:40:27.123 UTC  " (console exports),
 //                        CRI "...Z stderr F ", then an optional level word
 //   level-first stamps   "ERROR 12-02 10:40:27 [file.py:123] " (vLLM), glog "E1202 10:40:27.1 12 f.cc:3] "
+//   console severities   "ERROR 2025-04-07T19:13:52.541Z ", "DEFAULT 2025-04-07T19:13:52.541Z "
 //   syslog               "Dec  2 10:40:27 host prog[123]: "
 //   specd text lines     "<ISO> ERROR rank=1 [load weights] ..." (rank and stage are kept)
 //   CSV exports          "2026-12-02 10:40:27.101,message" or "...,\"quoted \"\"message\"\"\""
@@ -33,9 +34,11 @@ struct LinePrefix {
   std::string label;
   // Rank from a label ("TP3", "rank=2", "[1,3]"), else -1.
   int rank = -1;
-  // Seconds from a stamp, on a year-2000 calendar: the year is dropped because
-  // many formats (vLLM, glog, syslog) have none, and stamps of all formats in
-  // one log must compare. Valid when has_ts.
+  // Seconds from the outermost stamp, on a year-2000 calendar: the year is
+  // dropped because many formats (vLLM, glog, syslog) have none, and stamps of
+  // all formats in one log must compare. A collector's stamp (CRI, console
+  // export, CSV) wins over the process's own, which may be naive local time
+  // while the collector's carries its zone. Valid when has_ts.
   double ts = 0;
   bool has_ts = false;
   Level level = Level::kNone;

@@ -144,5 +144,36 @@ TEST(LinePrefixTest, TimestampsCompareAcrossFormats) {
   EXPECT_EQ(ParseIsoTimestamp("12:00", &iso), 0u);
 }
 
+TEST(LinePrefixTest, ConsoleSeverityBeforeEachLineStamp) {
+  LinePrefix p = Parse("ERROR 2025-04-07T11:13:29.912Z   File \"/app/x.py\", line 3, in f");
+  EXPECT_EQ(p.level, Level::kError);
+  EXPECT_TRUE(p.has_ts);
+  EXPECT_EQ(p.content, "  File \"/app/x.py\", line 3, in f");
+  p = Parse(
+      "DEFAULT 2025-04-07T11:13:25.033Z [2025-04-07 11:13:25 TP0] Scheduler hit an exception:");
+  EXPECT_EQ(p.level, Level::kNone);
+  EXPECT_TRUE(p.has_ts);
+  EXPECT_EQ(p.label, "TP0");
+  EXPECT_EQ(p.content, "Scheduler hit an exception:");
+  p = Parse("DEFAULT settings loaded");  // a word, not a severity column
+  EXPECT_FALSE(p.has_ts);
+  EXPECT_EQ(p.content, "DEFAULT settings loaded");
+}
+
+TEST(LinePrefixTest, CollectorStampWinsOverTheProcessStamp) {
+  // containerd writes the node's zone; vLLM and SGLang write naive local time.
+  double utc;
+  ASSERT_GT(ParseIsoTimestamp("2025-04-07T11:13:40.500Z", &utc), 0u);
+  LinePrefix p = Parse(
+      "2025-04-07T19:13:40.500+08:00 stderr F ERROR 04-07 19:13:40 [core.py:387] RuntimeError: x");
+  EXPECT_EQ(p.level, Level::kError);
+  EXPECT_DOUBLE_EQ(p.ts, utc);
+  p = Parse("2025-04-07T19:13:40.500+08:00 stdout F [2025-04-07 19:13:40 TP2] Decode batch.");
+  EXPECT_EQ(p.label, "TP2");
+  EXPECT_DOUBLE_EQ(p.ts, utc);
+  p = Parse("2025-04-07 11:13:40.500,\"[2025-04-07 19:13:40 TP2] Decode batch.\"");
+  EXPECT_DOUBLE_EQ(p.ts, utc);
+}
+
 }  // namespace
 }  // namespace specd::diagnose

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,95 @@ TEST(RecordOrderTest, LongRunsOfBareLinesAreBoundedAndKeepEveryLine) {
   while (head < out.size() && out[head] != "1:" + file[0]) ++head;
   ASSERT_LT(head + 1, out.size());
   EXPECT_EQ(out[head + 1], "2:bare 0");
+}
+
+std::vector<std::string> ByStamps(const std::vector<std::string>& file, bool ties_in_file_order) {
+  size_t next = file.size();
+  StampOrderer r(
+      [&](std::string_view* l, uint64_t* no) {
+        if (next == 0) return false;
+        --next;
+        *l = file[next];
+        *no = next + 1;
+        return true;
+      },
+      ties_in_file_order);
+  std::vector<std::string> out;
+  std::string_view l;
+  uint64_t no;
+  while (r.Next(&l, &no)) out.push_back(std::to_string(no) + ":" + std::string(l));
+  return out;
+}
+
+// A console sorted by the printed millisecond: the lines of one millisecond
+// are oldest first, the milliseconds newest first.
+TEST(StampOrderTest, TiesKeepTheFileOrderWhenTheExportDid) {
+  const std::vector<std::string> file = {
+      "ERROR 2025-04-07T11:13:29.913Z     g()",
+      "ERROR 2025-04-07T11:13:29.913Z KeyError: 12",
+      "ERROR 2025-04-07T11:13:29.912Z Traceback (most recent call last):",
+      "ERROR 2025-04-07T11:13:29.912Z   File \"a.py\", line 1, in f",
+      "INFO 2025-04-07T11:13:20.000Z started",
+  };
+  EXPECT_EQ(ByStamps(file, /*ties_in_file_order=*/true),
+            (std::vector<std::string>{
+                "5:INFO 2025-04-07T11:13:20.000Z started",
+                "3:ERROR 2025-04-07T11:13:29.912Z Traceback (most recent call last):",
+                "4:ERROR 2025-04-07T11:13:29.912Z   File \"a.py\", line 1, in f",
+                "1:ERROR 2025-04-07T11:13:29.913Z     g()",
+                "2:ERROR 2025-04-07T11:13:29.913Z KeyError: 12",
+            }));
+}
+
+TEST(StampOrderTest, TiesAreReversedWhenTheExportWasNewestFirstThroughout) {
+  const std::vector<std::string> file = {
+      "ERROR 2025-04-07T11:13:29.912Z KeyError: 12",
+      "ERROR 2025-04-07T11:13:29.912Z   File \"a.py\", line 1, in f",
+      "ERROR 2025-04-07T11:13:29.912Z Traceback (most recent call last):",
+      "INFO 2025-04-07T11:13:20.000Z started",
+  };
+  EXPECT_EQ(ByStamps(file, /*ties_in_file_order=*/false),
+            (std::vector<std::string>{
+                "4:INFO 2025-04-07T11:13:20.000Z started",
+                "3:ERROR 2025-04-07T11:13:29.912Z Traceback (most recent call last):",
+                "2:ERROR 2025-04-07T11:13:29.912Z   File \"a.py\", line 1, in f",
+                "1:ERROR 2025-04-07T11:13:29.912Z KeyError: 12",
+            }));
+}
+
+// Merged streams are only roughly newest first; bare lines stay with their
+// record, and bare lines above every record go right after the record below
+// them in the file, whose time is the best guess of theirs.
+TEST(StampOrderTest, SortsRoughOrderAndKeepsRecordsTogether) {
+  const std::vector<std::string> file = {
+      "Killed",
+      "2025-04-07T11:13:31.000Z [rank0]: b",
+      "2025-04-07T11:13:32.000Z [rank1]: c",
+      "2025-04-07T11:13:30.000Z [rank1]: a",
+      "  continuation of a",
+  };
+  EXPECT_EQ(ByStamps(file, true), (std::vector<std::string>{
+                                      "4:2025-04-07T11:13:30.000Z [rank1]: a",
+                                      "5:  continuation of a",
+                                      "2:2025-04-07T11:13:31.000Z [rank0]: b",
+                                      "1:Killed",
+                                      "3:2025-04-07T11:13:32.000Z [rank1]: c",
+                                  }));
+}
+
+TEST(StampOrderTest, LongInputsPassEveryLineOnceInStampOrder) {
+  std::vector<std::string> file;
+  const size_t n = 3 * StampOrderer::kWindowLines + 11;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t t = n - 1 - i;  // newest first
+    char stamp[64];
+    std::snprintf(stamp, sizeof(stamp), "2025-04-07T%02zu:%02zu:%02zu.000Z line %zu", t / 3600 % 24,
+                  t / 60 % 60, t % 60, t);
+    file.push_back(stamp);
+  }
+  const std::vector<std::string> out = ByStamps(file, true);
+  ASSERT_EQ(out.size(), n);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(out[i], std::to_string(n - i) + ":" + file[n - 1 - i]);
 }
 
 }  // namespace

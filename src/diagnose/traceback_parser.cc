@@ -112,6 +112,7 @@ const Frame* ProjectFrame(const std::vector<Frame>& frames) {
 void TracebackParser::StartTraceback(const StreamLine& l, std::string_view prelude) {
   cur_ = Exception{};
   cur_.noise = logging_error_;
+  cur_.handled = l.handled_record;
   cur_.link = std::move(pending_link_);
   pending_link_.clear();
   cur_.ts = l.ts;
@@ -167,6 +168,7 @@ void TracebackParser::FinishChain(std::vector<Candidate>* out) {
   c.message = root->message;
   c.details = root->details;
   c.truncated = root->truncated;
+  c.handled = chain_.front().handled;  // the record that printed the whole chain
   c.ts = root->ts;
   c.has_ts = root->has_ts;
   c.source = root->source;

@@ -36,6 +36,11 @@ struct StreamLine {
   // of the input so far had a time stamp (then every line is its own record).
   // False for the bare continuation lines of a multi-line record.
   bool record_start = true;
+  // The line belongs to a record logged below ERROR: its own level is DEBUG
+  // to WARNING, or it follows closely, without a level of its own, a line of
+  // such a level that tells of a retry or a fallback. A traceback whose first
+  // header is such a line was caught and logged by the process.
+  bool handled_record = false;
 };
 
 // Parses "  File "path", line 12, in func". False when `s` is not a frame line.
@@ -81,6 +86,7 @@ class TracebackParser {
     uint64_t total_frames = 0;
     bool noise = false;
     bool truncated = false;
+    bool handled = false;            // its header was a handled_record line
     std::vector<Evidence> evidence;  // header, exception line, continuations
     std::string link;                // how the previous exception led to this one
     double ts = 0;

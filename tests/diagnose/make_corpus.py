@@ -3,7 +3,8 @@
 what `specd diagnose` must find in each (*.expected.json).
 
 Run from anywhere: python3 tests/diagnose/make_corpus.py. Output is
-deterministic, so re-running it reproduces the committed files.
+deterministic, so re-running it reproduces the committed files. The cases
+about which of several failures is the cause live in cause_order_cases.py.
 
 Expected-file keys (all optional except "found"): found, type, message_contains,
 process, rank, signature, stage, function, file_contains, min_same_way,
@@ -723,6 +724,7 @@ def reversed_cloudwatch_csv():
 
 
 if __name__ == "__main__":
+    import cause_order_cases
     os.makedirs(OUT, exist_ok=True)
     for fn in [keyerror12_story, keyerror_120a_vllm, no_kernel_image_torchrun, cuda_oom_ray,
                nccl_watchdog_timeout, address_in_use_compose, weights_size_mismatch,
@@ -734,3 +736,5 @@ if __name__ == "__main__":
                healthy_reversed_noisy, torchrun_childfailed_forward, healthy_cri_noisy,
                reversed_cloudwatch_csv]:
         fn()
+    for fn in cause_order_cases.ALL:
+        fn(write)
