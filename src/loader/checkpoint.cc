@@ -1,7 +1,10 @@
 #include "loader/checkpoint.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -39,6 +42,64 @@ size_t Checkpoint::total_bytes() const {
 
 namespace {
 
+// The layer index of "model.layers.N.…" or "blk.N.…", else -1.
+int LayerOf(const std::string& name) {
+  for (const char* prefix : {"model.layers.", "blk."}) {
+    const size_t n = std::strlen(prefix);
+    if (name.compare(0, n, prefix) != 0) continue;
+    size_t i = n;
+    int layer = 0;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9' && layer < (1 << 20)) {
+      layer = layer * 10 + (name[i++] - '0');
+    }
+    if (i > n && i < name.size() && name[i] == '.') return layer;
+  }
+  return -1;
+}
+
+// Tensors in the file that no layer of the config reads. Layers past the
+// config's n_layers (+ its MTP layers) mean the config and the file disagree
+// (num_hidden_layers / block_count too small): an error naming them. Other
+// extras a format allows (a config's MTP layers, rotary inv_freq buffers,
+// rope_freqs) are ignored with one warning that counts them.
+Status CheckUnreadTensors(const CheckpointBuilder& ck, const std::vector<TensorSpec>& expected) {
+  const ModelConfig& c = ck.config();
+  std::set<std::string> read;
+  for (const TensorSpec& spec : expected) read.insert(spec.name);
+  std::vector<std::string> past, mtp, other;
+  int max_layer = -1;
+  for (const auto& [name, t] : ck.tensors()) {
+    if (read.count(name)) continue;
+    const int layer = LayerOf(name);
+    if (layer >= c.n_layers + c.n_mtp_layers) {
+      past.push_back(name);
+      max_layer = std::max(max_layer, layer);
+    } else if (layer >= c.n_layers) {
+      mtp.push_back(name);
+    } else {
+      other.push_back(name);
+    }
+  }
+  const char* key = ck.format() == "gguf" ? "block_count" : "num_hidden_layers";
+  if (!past.empty()) {
+    return CorruptionError(fmt::format(
+        "{}: {} tensors belong to layers {}..{}, but the config has {} = {}{} (e.g. '{}'): the "
+        "config and the weights disagree",
+        ck.path(), past.size(), c.n_layers + c.n_mtp_layers, max_layer, key,
+        c.n_layers + c.n_mtp_layers,
+        c.n_mtp_layers ? fmt::format(" with {} MTP layers", c.n_mtp_layers) : "", past.front()));
+  }
+  if (!mtp.empty() || !other.empty()) {
+    std::vector<std::string> some(other.begin(), other.begin() + std::min<size_t>(3, other.size()));
+    LOG_WARN("load weights", "{}: {} tensors no layer of the config reads were ignored ({} of {} "
+             "MTP layers{}{})",
+             ck.path(), mtp.size() + other.size(), mtp.size(), c.n_mtp_layers,
+             other.empty() ? "" : fmt::format("; {} others, e.g. ", other.size()),
+             fmt::format("{}", fmt::join(some, ", ")));
+  }
+  return Status::Ok();
+}
+
 // Aliases a tied LM head and checks that every tensor the architecture needs
 // is present with the shape the config implies, so a bad checkpoint fails at
 // load with the tensor's name, not later inside the forward pass.
@@ -73,7 +134,7 @@ Status Finish(CheckpointBuilder& ck) {
                                           ck.path(), spec.name, DTypeName(t.dtype)));
     }
   }
-  return Status::Ok();
+  return CheckUnreadTensors(ck, ExpectedTensors(untied));
 }
 
 }  // namespace
@@ -189,7 +250,7 @@ StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(const ModelSource& source,
   RETURN_IF_ERROR(Finish(*ck));
   {
     Stopwatch check;
-    RETURN_IF_ERROR(CheckTensorRanges(ck->tensors(), path));
+    RETURN_IF_ERROR(CheckTensorRanges(ck->tensors(), path, ck->config().tie_embeddings));
     size_t scanned = 0;
     RETURN_IF_ERROR(CheckTensorValues(ck->tensors(), options.check_tensors, path, &scanned));
     if (options.check_tensors != CheckTensors::kOff) {

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <cctype>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -171,6 +173,62 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// A list of module names and "re:" regexes (compressed-tensors' `ignore` and
+// a scheme's `targets`): null/absent is an empty list; anything but an array
+// of strings, or a regex that does not compile, is an error naming the field.
+Status ParsePatternList(const std::string& source, const std::string& path, const json& obj,
+                        const char* key, std::vector<std::string>* out) {
+  out->clear();
+  if (IsNullOrAbsent(obj, key)) return Status::Ok();
+  const json& v = obj[key];
+  if (!v.is_array()) {
+    return UnsupportedField(source, path + "." + key, v, "a list of module names / \"re:\" regexes");
+  }
+  for (const json& e : v) {
+    if (!e.is_string()) {
+      return UnsupportedField(source, path + "." + key, v, "a list of strings");
+    }
+    const std::string p = e.get<std::string>();
+    if (p.rfind("re:", 0) == 0) {
+      try {
+        std::regex re(p.substr(3));
+      } catch (const std::regex_error& err) {
+        return InvalidArgumentError(fmt::format("{}: {}.{}: '{}' is not a valid regular "
+                                                "expression ({})",
+                                                source, path, key, p, err.what()));
+      }
+    }
+    out->push_back(p);
+  }
+  return Status::Ok();
+}
+
+// compressed-tensors matching: "re:X" matches a module name that X matches
+// from its start (Python re.match); anything else names a module exactly or
+// is a layer class ("Linear"), which matches every quantized linear.
+bool PatternMatches(const std::string& pattern, const std::string& module, bool class_names) {
+  if (pattern.rfind("re:", 0) == 0) {
+    return std::regex_search(module, std::regex(pattern.substr(3)),
+                             std::regex_constants::match_continuous);
+  }
+  if (class_names && pattern.find('.') == std::string::npos && !pattern.empty() &&
+      std::isupper(static_cast<unsigned char>(pattern[0]))) {
+    return true;
+  }
+  return pattern == module;
+}
+
+const json* FindQuantizationConfig(const json& root, std::string* path) {
+  *path = "quantization_config";
+  if (!IsNullOrAbsent(root, "quantization_config")) return &root["quantization_config"];
+  if (root.contains("text_config") && root["text_config"].is_object() &&
+      !IsNullOrAbsent(root["text_config"], "quantization_config")) {
+    *path = "text_config.quantization_config";
+    return &root["text_config"]["quantization_config"];
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 StatusOr<WeightQuantization> ParseQuantizationConfig(const std::string& config_json,
@@ -213,7 +271,19 @@ StatusOr<WeightQuantization> ParseQuantizationConfig(const std::string& config_j
   }
   for (const auto& [name, g] : (*qc)["config_groups"].items()) {
     RETURN_IF_ERROR(CheckGroup(source, path + ".config_groups." + name, g));
+    std::vector<std::string> targets;
+    RETURN_IF_ERROR(
+        ParsePatternList(source, path + ".config_groups." + name, g, "targets", &targets));
   }
+  // "compressed": the weights are stored packed (what this loader reads);
+  // "frozen" / "calibration" / "initialized" describe unpacked weights.
+  if (!IsNullOrAbsent(*qc, "quantization_status") &&
+      (*qc)["quantization_status"] != "compressed") {
+    return UnsupportedField(source, path + ".quantization_status", (*qc)["quantization_status"],
+                            "\"compressed\" (weights stored packed)");
+  }
+  std::vector<std::string> ignore;
+  RETURN_IF_ERROR(ParsePatternList(source, path, *qc, "ignore", &ignore));
   if (!IsNullOrAbsent(*qc, "kv_cache_scheme")) {
     return UnsupportedField(source, path + ".kv_cache_scheme", (*qc)["kv_cache_scheme"], "null");
   }
@@ -357,6 +427,54 @@ Status UnpackInt4Triples(WeightQuantization quantization, const std::string& sou
     w.nbytes = out[i].size();
     buffers->push_back(std::move(out[i]));
     tensors->emplace(w.name, std::move(w));
+  }
+  return Status::Ok();
+}
+
+Status CheckQuantizationTargets(const std::string& config_json, const std::string& source,
+                                const std::string& tensor_prefix,
+                                const std::map<std::string, TensorView>& tensors) {
+  const json root = json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) return Status::Ok();
+  std::string path;
+  const json* qc = FindQuantizationConfig(root, &path);
+  if (qc == nullptr || !qc->is_object()) return Status::Ok();
+  // Modules stored as INT4, named as the config names them (with the
+  // file's prefix, e.g. Kimi-K2.5's "language_model.").
+  std::vector<std::string> int4;
+  for (const auto& [name, t] : tensors) {
+    if (t.dtype == DType::kQ4_BF16 && EndsWith(name, ".weight")) {
+      int4.push_back(tensor_prefix + name.substr(0, name.size() - 7));
+    }
+  }
+  std::vector<std::string> ignore;
+  RETURN_IF_ERROR(ParsePatternList(source, path, *qc, "ignore", &ignore));
+  for (const std::string& m : int4) {
+    for (const std::string& p : ignore) {
+      if (PatternMatches(p, m, /*class_names=*/false)) {
+        return InvalidArgumentError(fmt::format(
+            "{}: module '{}' is stored as INT4, but {}.ignore entry '{}' says it is not "
+            "quantized",
+            source, m, path, p));
+      }
+    }
+  }
+  if (!qc->contains("config_groups") || !(*qc)["config_groups"].is_object()) return Status::Ok();
+  for (const auto& [name, g] : (*qc)["config_groups"].items()) {
+    std::vector<std::string> targets;
+    RETURN_IF_ERROR(ParsePatternList(source, path + ".config_groups." + name, g, "targets",
+                                     &targets));
+    bool any = false;
+    for (const std::string& m : int4) {
+      for (const std::string& p : targets) any = any || PatternMatches(p, m, true);
+      if (any) break;
+    }
+    if (!any) {
+      return InvalidArgumentError(fmt::format(
+          "{}: {}.config_groups.{}.targets = {} match no INT4 tensor in the file ({} stored as "
+          "INT4)",
+          source, path, name, g.contains("targets") ? g["targets"].dump() : "[]", int4.size()));
+    }
   }
   return Status::Ok();
 }

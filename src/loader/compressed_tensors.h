@@ -60,6 +60,14 @@ extern const char kFp8Unsupported[];
 // a multiple of 32, a packed or scale shape or dtype that disagrees with
 // weight_shape, a scale not exact in bf16. Nothing is read past a tensor's
 // bytes. *n_converted (may be null) counts the triples.
+// After UnpackInt4Triples: the config's `ignore` names no module stored as
+// INT4, and every config group's `targets` match at least one (module names
+// carry `tensor_prefix`, the file's, e.g. "language_model."). Errors name the
+// field, the pattern and the module.
+Status CheckQuantizationTargets(const std::string& config_json, const std::string& source,
+                                const std::string& tensor_prefix,
+                                const std::map<std::string, TensorView>& tensors);
+
 Status UnpackInt4Triples(WeightQuantization quantization, const std::string& source,
                          std::map<std::string, TensorView>* tensors,
                          std::vector<std::vector<uint8_t>>* buffers, int* n_converted);

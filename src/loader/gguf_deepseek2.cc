@@ -438,6 +438,7 @@ StatusOr<ModelConfig> Deepseek2ConfigFromGguf(const GgufFile& f, const GgufVocab
                  fmt::format("fewer than block_count ({})", block_count));
   }
   c.n_layers = block_count - nextn;  // MTP blocks come last and are not run
+  c.n_mtp_layers = nextn;
   RETURN_IF_ERROR(m.Int("embedding_length", &c.hidden_dim));
   RETURN_IF_ERROR(m.Int("context_length", &c.max_seq_len));
   RETURN_IF_ERROR(m.Int("attention.head_count", &c.n_heads));
@@ -458,7 +459,9 @@ StatusOr<ModelConfig> Deepseek2ConfigFromGguf(const GgufFile& f, const GgufVocab
              t != nullptr && t->ne.size() == 2) {
     c.vocab_size = static_cast<int>(t->ne[1]);
   }
-  c.tie_embeddings = FindTensor(f, "output.weight") == nullptr;
+  // The deepseek2 architecture never ties its output head to the embedding
+  // (llama.cpp requires output.weight too): a missing one is an error.
+  c.tie_embeddings = false;
   c.bos_id = vocab.bos_id;
   if (vocab.eos_id >= 0) c.eos_ids.push_back(vocab.eos_id);
   for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
@@ -482,6 +485,13 @@ Status LoadDeepseek2Gguf(const GgufFile& f, const uint8_t* file_data, Checkpoint
     int layer = -1;
     std::string rest;
     const bool in_block = SplitLayer(ti.name, "blk.", &layer, &rest);
+    if (in_block && layer < c.n_layers && c.moe.n_shared_experts == 0 &&
+        rest.find("_shexp.") != std::string::npos) {
+      return CorruptionError(fmt::format(
+          "{}: tensor '{}' holds a shared expert, but deepseek2.expert_shared_count is 0 (set "
+          "the count the file was made with, or drop the tensor)",
+          f.path, ti.name));
+    }
     std::string hf = Deepseek2GgufToHfName(ti.name);
     if (in_block && layer >= c.n_layers) hf.clear();  // MTP blocks keep GGUF names
     if (!hf.empty()) {

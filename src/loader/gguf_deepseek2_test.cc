@@ -85,7 +85,9 @@ void ExpectSameConfig(const ModelConfig& got, const ModelConfig& want) {
   EXPECT_EQ(got.norm_eps, want.norm_eps);
   EXPECT_EQ(got.rope_theta, want.rope_theta);
   EXPECT_EQ(got.rope_style, want.rope_style);
-  EXPECT_EQ(got.tie_embeddings, want.tie_embeddings);
+  // A deepseek2 GGUF holds output.weight even for a tied config (a copy of
+  // the embedding): read back, the head is never tied.
+  EXPECT_FALSE(got.tie_embeddings);
   EXPECT_EQ(got.bos_id, want.bos_id);
   EXPECT_EQ(got.eos_ids, want.eos_ids);
   EXPECT_EQ(got.tensor_prefix, "");
@@ -202,6 +204,13 @@ TEST_P(Deepseek2RoundTripTest, ReadsBackTheSameConfigAndTensors) {
   EXPECT_EQ((*ck)->format(), "gguf");
   ExpectSameConfig((*ck)->config(), c);
   ExpectSameTensors(**ck, c, weights, dt);
+  if (c.tie_embeddings) {
+    const TensorView& head = (*ck)->tensors().at("lm_head.weight");
+    const TensorView& embed = (*ck)->tensors().at("model.embed_tokens.weight");
+    ASSERT_EQ(head.shape, embed.shape);
+    EXPECT_NE(head.data, embed.data) << "written twice, not aliased";
+    for (int64_t r = 0; r < head.rows(); ++r) ASSERT_EQ(RowOf(head, r), RowOf(embed, r)) << r;
+  }
   // kv_b_proj keeps a float type exactly; from quantized k_b/v_b it is F32.
   const DType kv_dt = (*ck)->tensors().at("model.layers.1.self_attn.kv_b_proj.weight").dtype;
   EXPECT_EQ(kv_dt, IsQuantized(dt) ? DType::kF32 : dt);
@@ -474,19 +483,14 @@ TEST_F(Deepseek2EditTest, MissingTensorsAreNamed) {
       {"blk.1.ffn_up_exps.weight", "model.layers.1.mlp.experts.0.up_proj.weight"},
       {"blk.0.attn_q_a.weight", "model.layers.0.self_attn.q_a_proj.weight"},
       {"blk.2.exp_probs_b.bias", "model.layers.2.mlp.gate.e_score_correction_bias"},
-      {"output.weight", ""},  // absent output means tied: then lm_head is token_embd
+      // deepseek2 never ties its head to the embedding: no silent fallback.
+      {"output.weight", "lm_head.weight"},
   };
   for (const auto& [gguf, hf] : cases) {
     SCOPED_TRACE(gguf);
     Image saved = img_;
     img_.Drop(gguf);
-    if (hf.empty()) {
-      auto ck = Open();
-      ASSERT_TRUE(ck.ok()) << ck.status().ToString();
-      EXPECT_TRUE((*ck)->config().tie_embeddings);
-    } else {
-      ExpectError(StatusCode::kNotFound, {"missing tensor '" + gguf + "'", hf});
-    }
+    ExpectError(StatusCode::kNotFound, {"missing tensor '" + gguf + "'", hf});
     img_ = saved;
   }
   img_.Drop("blk.0.attn_v_b.weight");
@@ -532,6 +536,13 @@ TEST_F(Deepseek2EditTest, WrongShapesAreNamed) {
   ExpectError(StatusCode::kCorruption, {"tensor 'blk.0.attn_q_a.weight'",
                                         "model.layers.0.self_attn.q_a_proj.weight",
                                         "expected ne [64, 32]", "found [64, 31]"});
+}
+
+// Shared-expert tensors in a file whose metadata says there are none: the
+// count is wrong or the tensors are, so the file is refused naming both.
+TEST_F(Deepseek2EditTest, SharedExpertTensorsNeedASharedExpertCount) {
+  img_.SetU32("deepseek2.expert_shared_count", 0);
+  ExpectError(StatusCode::kCorruption, {"_shexp.weight", "expert_shared_count is 0"});
 }
 
 TEST(Deepseek2NamesTest, OneToOneNamesInvert) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -233,6 +234,54 @@ uint32_t GgmlFromDType(DType t) {
   }
 }
 
+namespace {
+
+// Every byte of the data section belongs to a tensor info, up to the padding
+// to `alignment` after each tensor, and the bytes between the infos and the
+// data section are zero padding. A header whose tensor_count is smaller than
+// the infos written fails both (the unread info sits where padding should be,
+// and the last tensor's data belongs to no info); without the checks every
+// tensor would be read at a shifted offset.
+Status CheckDataSection(const GgufFile& f, const uint8_t* data, size_t size, size_t infos_end,
+                        size_t data_size) {
+  if (f.tensors.empty()) return Status::Ok();
+  for (size_t i = infos_end; i < f.data_offset && i < size; ++i) {
+    if (data[i] != 0) {
+      return CorruptionError(fmt::format(
+          "{}: byte {} between the tensor infos (end at {}) and the data section (at {}) is not "
+          "zero padding: the header's tensor_count ({}) may be smaller than the tensor infos "
+          "written",
+          f.path, i, infos_end, f.data_offset, f.tensors.size()));
+    }
+  }
+  std::vector<const GgufTensorInfo*> by_offset;
+  for (const GgufTensorInfo& ti : f.tensors) by_offset.push_back(&ti);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const GgufTensorInfo* a, const GgufTensorInfo* b) { return a->offset < b->offset; });
+  size_t end = 0;  // end of the data accounted for so far
+  const GgufTensorInfo* prev = nullptr;
+  for (const GgufTensorInfo* ti : by_offset) {
+    if (ti->offset > AlignUp(end, f.alignment)) {
+      return CorruptionError(fmt::format(
+          "{}: data section bytes [{}, {}) belong to no tensor (between '{}' and '{}'): the "
+          "tensor infos do not describe the data written",
+          f.path, end, ti->offset, prev ? prev->name : "the start", ti->name));
+    }
+    end = std::max(end, static_cast<size_t>(ti->offset) + ti->nbytes);
+    prev = ti;
+  }
+  if (data_size > AlignUp(end, f.alignment)) {
+    return CorruptionError(fmt::format(
+        "{}: {} bytes after the last tensor's data ('{}', ends at {} of the data section) belong "
+        "to no tensor: the header's tensor_count ({}) may be smaller than the tensors written, "
+        "or the file has trailing bytes",
+        f.path, data_size - end, prev->name, end, f.tensors.size()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<GgufFile> ParseGguf(const uint8_t* data, size_t size, const std::string& path,
                              bool with_tensors) {
   GgufFile f;
@@ -369,6 +418,7 @@ StatusOr<GgufFile> ParseGguf(const uint8_t* data, size_t size, const std::string
           data_size));
     }
   }
+  RETURN_IF_ERROR(CheckDataSection(f, data, size, c.pos(), data_size));
   return f;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "loader/json_fields.h"
@@ -158,6 +159,20 @@ StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const std::str
       if (!root["text_config"].is_object()) return top.WrongType("text_config", "object");
       obj = &root["text_config"];
       key_prefix = "text_config.";
+      // The language model's keys live in text_config; a top-level copy that
+      // disagrees makes the file ambiguous.
+      for (const auto& [key, inner] : obj->items()) {
+        static const std::set<std::string> kNotModelShape = {
+            "architectures", "model_type",   "torch_dtype", "dtype",   "transformers_version",
+            "_name_or_path", "auto_map",     "use_cache",   "return_dict"};
+        if (kNotModelShape.count(key) || !root.contains(key)) continue;
+        if (root[key] != inner) {
+          return InvalidArgumentError(fmt::format(
+              "{}: key '{}' = {} contradicts 'text_config.{}' = {} (the language model reads "
+              "text_config; remove or correct the top-level key)",
+              source, key, root[key].dump(), key, inner.dump()));
+        }
+      }
       c.tensor_prefix = "language_model.";
       Fields inner(*obj, source, key_prefix);
       ASSIGN_OR_RETURN(arch_name, ArchitectureName(inner, source));
@@ -304,6 +319,7 @@ Status ParseDeepseekFields(const Fields& cfg, const std::string& source, ModelCo
   if (c->arch == "deepseek_v2") interleave = true;
   c->rope_style = interleave ? RopeStyle::kInterleaved : RopeStyle::kHalf;
 
+  RETURN_IF_ERROR(get("num_nextn_predict_layers", 0, &c->n_mtp_layers));
   MoeConfig& e = c->moe;
   RETURN_IF_ERROR(get("n_routed_experts", 0, &e.n_routed_experts));
   if (e.n_routed_experts == 0) return Status::Ok();

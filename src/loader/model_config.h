@@ -84,6 +84,10 @@ struct ModelConfig {
   int head_dim = 0;    // usually hidden_dim / n_heads (Qwen3 may differ)
   int vocab_size = 0;
   int max_seq_len = 0; // max_position_embeddings
+  // Multi-token-prediction layers stored after the n_layers decoder layers
+  // (DeepSeek-V3 num_nextn_predict_layers, GGUF nextn_predict_layers): in
+  // the file, not run.
+  int n_mtp_layers = 0;
   float norm_eps = 1e-5f;
   float rope_theta = 10000.f;
   RopeStyle rope_style = RopeStyle::kHalf;

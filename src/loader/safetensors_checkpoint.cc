@@ -133,6 +133,7 @@ StatusOr<std::unique_ptr<CheckpointBuilder>> OpenSafetensorsFolder(const ModelSo
     }
   }
   std::string& prefix = ck->mutable_config().tensor_prefix;
+  const std::string file_prefix = prefix;
   if (!prefix.empty()) {
     RETURN_IF_ERROR(StripTensorPrefix(dir, prefix, &ck->mutable_tensors()));
     prefix.clear();
@@ -141,6 +142,10 @@ StatusOr<std::unique_ptr<CheckpointBuilder>> OpenSafetensorsFolder(const ModelSo
   int n_int4 = 0;
   RETURN_IF_ERROR(UnpackInt4Triples(quantization, dir, &ck->mutable_tensors(), &buffers, &n_int4));
   for (std::vector<uint8_t>& b : buffers) ck->AddOwned(std::move(b));
+  if (quantization != WeightQuantization::kNone) {
+    RETURN_IF_ERROR(CheckQuantizationTargets(config_text, config_path, file_prefix,
+                                             ck->tensors()));
+  }
   if (n_int4 > 0) {
     LOG_INFO("load weights", "{}: {} compressed-tensors INT4 weights (group {}) as q4_bf16", dir,
              n_int4, kQuantBlock);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <cstring>
 #include <vector>
 
@@ -79,7 +80,8 @@ const char* CheckTensorsName(CheckTensors c) {
   return "?";
 }
 
-Status CheckTensorRanges(const std::map<std::string, TensorView>& tensors, const std::string& path) {
+Status CheckTensorRanges(const std::map<std::string, TensorView>& tensors, const std::string& path,
+                         bool tied_embeddings) {
   std::vector<const TensorView*> v;
   v.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
@@ -94,6 +96,19 @@ Status CheckTensorRanges(const std::map<std::string, TensorView>& tensors, const
   for (const TensorView* t : v) {
     if (reach != nullptr) {
       const bool alias = begin(t) == begin(reach) && t->nbytes == reach->nbytes;
+      if (alias) {
+        const std::set<std::string> pair = {reach->name, t->name};
+        const bool tied = tied_embeddings &&
+                          pair == std::set<std::string>{"lm_head.weight", "model.embed_tokens.weight"};
+        if (!tied) {
+          return CorruptionError(fmt::format(
+              "{}: tensors '{}' and '{}' ({} {}, {} bytes) share the same bytes in the file: the "
+              "format stores every tensor once (only an LM head tied to the embedding by the "
+              "config may alias it)",
+              path, reach->name, t->name, DTypeName(t->dtype), ShapeToString(t->shape),
+              t->nbytes));
+        }
+      }
       if (!alias && begin(t) < begin(reach) + reach->nbytes) {
         return CorruptionError(fmt::format(
             "{}: tensors '{}' ({} {}, {} bytes) and '{}' ({} {}, {} bytes) overlap in the file: a "

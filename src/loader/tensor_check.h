@@ -29,7 +29,11 @@ StatusOr<CheckTensors> ParseCheckTensors(std::string_view s);
 const char* CheckTensorsName(CheckTensors c);
 
 // Corruption "PATH: tensors A [..) and B [..) overlap" for the first overlap.
-Status CheckTensorRanges(const std::map<std::string, TensorView>& tensors, const std::string& path);
+// Two names over exactly the same bytes are refused too, unless they are the
+// LM head and the embedding of a model whose config ties them
+// (`tied_embeddings`): no format stores any other tensor twice.
+Status CheckTensorRanges(const std::map<std::string, TensorView>& tensors, const std::string& path,
+                         bool tied_embeddings);
 
 // Corruption "PATH: tensor T holds a NaN/Inf at element E (row R)" for the
 // first non-finite value found under `mode`. *scanned_bytes (optional) gets

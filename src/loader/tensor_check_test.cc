@@ -31,15 +31,14 @@ TensorView View(const std::string& name, DType dtype, std::vector<int64_t> shape
   return t;
 }
 
-TEST(TensorCheckTest, OverlappingRangesNameBothTensorsButExactAliasesPass) {
+TEST(TensorCheckTest, OverlappingRangesNameBothTensors) {
   std::vector<uint8_t> buf(4096);
   std::map<std::string, TensorView> m;
   m["a"] = View("a", DType::kF32, {4, 16}, buf.data());          // bytes [0, 256)
   m["b"] = View("b", DType::kF32, {4, 16}, buf.data() + 256);    // [256, 512)
-  m["tied"] = View("tied", DType::kF32, {4, 16}, buf.data());    // aliases a exactly
-  EXPECT_TRUE(CheckTensorRanges(m, "f").ok());
+  EXPECT_TRUE(CheckTensorRanges(m, "f", false).ok());
   m["c"] = View("c", DType::kF32, {4, 16}, buf.data() + 500);    // runs into b
-  Status s = CheckTensorRanges(m, "model.gguf");
+  Status s = CheckTensorRanges(m, "model.gguf", false);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kCorruption);
   EXPECT_NE(s.message().find("'b'"), std::string::npos) << s.message();
@@ -48,7 +47,28 @@ TEST(TensorCheckTest, OverlappingRangesNameBothTensorsButExactAliasesPass) {
   // A tensor inside another one's range (not an exact alias) is caught too.
   m.erase("c");
   m["inner"] = View("inner", DType::kF32, {1, 16}, buf.data() + 64);
-  EXPECT_FALSE(CheckTensorRanges(m, "f").ok());
+  EXPECT_FALSE(CheckTensorRanges(m, "f", false).ok());
+}
+
+// Two names over exactly the same bytes: only a tied LM head may alias the
+// embedding, and only when the config ties them.
+TEST(TensorCheckTest, ExactAliasesOnlyForATiedHead) {
+  std::vector<uint8_t> buf(4096);
+  std::map<std::string, TensorView> m;
+  m["a"] = View("a", DType::kF32, {4, 16}, buf.data());
+  m["b"] = View("b", DType::kF32, {4, 16}, buf.data());  // aliases a exactly
+  for (bool tied : {false, true}) {
+    Status s = CheckTensorRanges(m, "model.gguf", tied);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), StatusCode::kCorruption);
+    EXPECT_NE(s.message().find("'a' and 'b'"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("share the same bytes"), std::string::npos) << s.message();
+  }
+  m.clear();
+  m["model.embed_tokens.weight"] = View("model.embed_tokens.weight", DType::kF32, {4, 16}, buf.data());
+  m["lm_head.weight"] = View("lm_head.weight", DType::kF32, {4, 16}, buf.data());
+  EXPECT_TRUE(CheckTensorRanges(m, "f", true).ok());
+  EXPECT_FALSE(CheckTensorRanges(m, "f", false).ok());
 }
 
 TEST(TensorCheckTest, NonFiniteValuesInEveryFloatTypeAreFound) {

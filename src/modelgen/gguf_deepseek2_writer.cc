@@ -193,6 +193,10 @@ Status WriteDeepseek2Gguf(const ModelConfig& c, const std::vector<WeightSource>&
 
   ModelConfig plain = c;
   plain.tensor_prefix.clear();
+  // A deepseek2 GGUF always holds output.weight (the architecture has no tied
+  // head, and llama.cpp requires the tensor): a tied config's head is written
+  // as a copy of the embedding.
+  plain.tie_embeddings = false;
   const Weights ws(weights, c.tensor_prefix);
   int n_fallback = 0;
   std::string first_fallback;
@@ -213,7 +217,9 @@ Status WriteDeepseek2Gguf(const ModelConfig& c, const std::vector<WeightSource>&
     const bool kv_b = EndsWith(spec.name, ".self_attn.kv_b_proj.weight");
     const std::string gguf = kv_b ? "" : Deepseek2HfToGgufName(spec.name);
     if (!gguf.empty()) {
-      ASSIGN_OR_RETURN(const WeightSource* s, ws.Get(spec.name, spec.shape));
+      const bool tied_head = c.tie_embeddings && spec.name == "lm_head.weight";
+      ASSIGN_OR_RETURN(const WeightSource* s,
+                       ws.Get(tied_head ? "model.embed_tokens.weight" : spec.name, spec.shape));
       RETURN_IF_ERROR(add(gguf, spec.shape, s->rows));
       continue;
     }

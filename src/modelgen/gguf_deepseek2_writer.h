@@ -14,7 +14,10 @@
 //   - expert_group_count / _used_count are 1 for topk_method "greedy"
 //     (llama.cpp limits groups whenever expert_group_count > 1);
 //   - expert_weights_scale, expert_group_* and expert_gating_func are always
-//     written (the converter skips keys config.json lacks; values equal).
+//     written (the converter skips keys config.json lacks; values equal);
+//   - output.weight is always written, for a tied config as a copy of
+//     token_embd (the converter omits it; a deepseek2 head is never tied, and
+//     loader/gguf_deepseek2.h refuses a file without it).
 // YaRN: rope.scaling.{type,factor,original_context_length,yarn_beta_fast,
 // yarn_beta_slow} and yarn_log_multiplier = 0.1 * mscale_all_dim. llama.cpp
 // assumes mscale = mscale_all_dim unless that is 1 (then mscale = 1): another
