@@ -10,6 +10,7 @@
 
 #include "base/mapped_file.h"
 #include "comm/communicator.h"
+#include "kernels/kernel_paths_test_util.h"
 #include "modelgen/fixture.h"
 #include "modelgen/safetensors_writer.h"
 #include "runtime/generate.h"
@@ -223,18 +224,18 @@ TEST_F(SpecTest, EagleHeadForAnotherVocabularyIsRefused) {
 // at significance 0.001 (critical values from the chi-square table).
 // Quantized weights take other kernels for the multi-token verify pass than
 // for one-token decoding (the AMX tile kernels where the CPU has them, else
-// the AVX512-VNNI / AVX2 multi-token ones): greedy output must still match.
+// the AVX512-VNNI / AVX2 / scalar multi-token ones): greedy output must still
+// match, on every kernel path of this CPU.
 TEST_F(SpecTest, QuantizedNgramGreedyEqualsPlainGreedy) {
   for (DType dtype : {DType::kQ8_0, DType::kQ4_0}) {
-    for (bool amx : {true, false}) {
-      if (amx && !kernels::SetAmx(true)) continue;  // no AMX here: the other kernels only
-      kernels::SetAmx(amx);
-      SCOPED_TRACE(std::string(DTypeName(dtype)) + (amx ? " amx" : " no amx"));
+    for (const kernels::KernelPathCase& path : kernels::KernelPathCasesOfThisCpu()) {
+      const kernels::ScopedKernelPaths paths(path.paths);
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " path " + path.name);
       RunnerOptions ro;
       ro.model_path = dir_.path() + "/target";
       ro.threads = 1;
       ro.load.quantize = dtype;
-      ro.amx = amx;
+      ro.amx = path.paths.amx_int8;
       auto r = ModelRunner::Create(ro, comm_.get());
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       Engine engine(r->get());
@@ -255,7 +256,6 @@ TEST_F(SpecTest, QuantizedNgramGreedyEqualsPlainGreedy) {
       EXPECT_GT(accepted_steps, 0) << "no draft token was ever accepted";
     }
   }
-  kernels::SetAmx(GetKernelPaths().amx_int8);
 }
 
 TEST_F(SpecTest, NgramSamplingMatchesPlainDistribution) {
