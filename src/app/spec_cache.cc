@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "base/logging.h"
+#include "platform/cpu_features.h"
 #include "runtime/acceptance_cache.h"
 #include "runtime/step_costs.h"
 
@@ -57,15 +58,18 @@ Status PrepareStepCosts(Engine& engine, Eagle3Head* head, const SpecOptions& spe
                         const RunnerOptions& runner, int tp, const std::string& draft_model,
                         int max_batch) {
   if (!spec.auto_shape || spec.algorithm == SpecAlgorithm::kNone) return Status::Ok();
-  const int chain = spec.max_auto_depth + 1;
-  const int max_tokens = std::max(chain, std::min(64, std::max(1, max_batch) * chain));
+  const int max_tokens = StepCostTokens(spec, max_batch);
+  // The kernel paths (SPECD_KERNEL_ISA, SPECD_AMX) change the costs as much
+  // as the machine does.
+  const KernelPaths& paths = GetKernelPaths();
   const std::string key = fmt::format(
       "step costs v3 | model {} | quantize {} | repack {} | draft {} | binary {} | {} | "
-      "threads {} | tp {} | tokens {}",
+      "kernels {}{} | threads {} | tp {} | tokens {}",
       FilesStamp(runner.model_path),
       runner.load.quantize ? static_cast<int>(*runner.load.quantize) : -1, runner.repack,
       draft_model.empty() ? "none" : FilesStamp(draft_model), FilesStamp("/proc/self/exe"),
-      CpuModel(), runner.threads, tp, max_tokens);
+      CpuModel(), QuantDotIsaName(paths.quant_dot),
+      paths.amx_int8 && runner.amx ? "+amx" : "", runner.threads, tp, max_tokens);
   ASSIGN_OR_RETURN(StepCosts costs, CachedStepCosts(engine, head, max_tokens, key, CacheDir()));
   engine.set_step_costs(std::move(costs));
   return Status::Ok();

@@ -57,10 +57,9 @@ Status Scheduler::PrepareStepCosts() {
     return Status::Ok();
   const StepCosts* have = engine_->step_costs();
   if (have != nullptr && (head_ == nullptr || have->draft_step > 0)) return Status::Ok();
-  const int chain = options_.spec.max_auto_depth + 1;
   ASSIGN_OR_RETURN(StepCosts costs,
                    MeasureStepCosts(*engine_, head_,
-                                    std::max(chain, std::min(64, options_.max_batch * chain))));
+                                    StepCostTokens(options_.spec, options_.max_batch)));
   engine_->set_step_costs(std::move(costs));
   return Status::Ok();
 }

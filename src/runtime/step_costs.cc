@@ -219,4 +219,9 @@ StatusOr<StepCosts> CachedStepCosts(Engine& engine, Eagle3Head* head, int max_to
   return c;
 }
 
+int StepCostTokens(const SpecOptions& spec, int max_batch) {
+  const int chain = spec.max_auto_depth + 1;
+  return std::max(chain, std::min(64, std::max(1, max_batch) * chain));
+}
+
 }  // namespace specd

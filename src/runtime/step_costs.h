@@ -10,6 +10,7 @@
 #include "runtime/engine.h"
 #include "spec/draft_cost.h"
 #include "spec/eagle3_head.h"
+#include "spec/spec_options.h"
 
 namespace specd {
 
@@ -21,6 +22,11 @@ namespace specd {
 constexpr int kStepCostContext = 32;
 StatusOr<StepCosts> MeasureStepCosts(Engine& engine, Eagle3Head* head, int max_tokens = 16,
                                      int reps = 3, int context = kStepCostContext);
+
+// How many new tokens the costs are measured for: the deepest auto-shaped
+// chain (max_auto_depth + 1 tokens) for each of up to `max_batch` sequences,
+// at most 64 and at least one chain.
+int StepCostTokens(const SpecOptions& spec, int max_batch);
 
 // MeasureStepCosts, remembered in `cache_dir` (created if missing) under a
 // file named by a hash of `key`, which must name everything the costs depend
