@@ -22,6 +22,7 @@
 
 #include "base/logging.h"
 #include "base/thread_annotations.h"
+#include "http/request_limits.h"
 
 namespace specd::server {
 
@@ -173,40 +174,14 @@ struct HttpFront::Impl {
   static bool AcceptHead(Conn* c) {
     const HttpFrontOptions& o = c->impl->front->options_;
     HttpRequest& r = c->req;
-    const std::string te = r.Header("transfer-encoding");
-    const size_t n_cl = r.HeaderCount("content-length");
-    const std::string cl = r.Header("content-length");
-    c->body_left = 0;
-    c->chunked.reset();
-    if (!te.empty()) {
-      std::string lower = te;
-      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      if (n_cl > 0) {
-        Refuse(c, 400, "a request may not carry both Transfer-Encoding and Content-Length");
-        return false;
-      }
-      if (lower.size() < 7 || lower.compare(lower.size() - 7, 7, "chunked") != 0) {
-        Refuse(c, 501, "Transfer-Encoding: only 'chunked' is supported, got '" + te + "'");
-        return false;
-      }
-      c->chunked = std::make_unique<ChunkedDecoder>(o.listen.max_body_bytes);
-    } else if (n_cl > 1 || (n_cl == 1 && !cl.empty())) {
-      uint64_t n = 0;
-      if (n_cl > 1 || !ParseContentLength(cl, &n)) {
-        Refuse(c, 400, "Content-Length: expected one non-negative decimal integer, got '" + cl + "'");
-        return false;
-      }
-      if (n > o.listen.max_body_bytes) {
-        Refuse(c, 413, fmt::format("request body of {} bytes is larger than the limit of {} bytes "
-                                   "(--max-body-bytes)",
-                                   n, o.listen.max_body_bytes));
-        return false;
-      }
-      c->body_left = n;
-    } else if (r.method == "POST") {
-      Refuse(c, 411, "a POST needs a Content-Length header (or chunked encoding)");
+    const http::BodyFraming framing = http::JudgeBodyFraming(r, o.listen.max_body_bytes);
+    if (framing.status != 0) {
+      Refuse(c, framing.status, framing.message);
       return false;
     }
+    c->body_left = framing.content_length;
+    c->chunked.reset();
+    if (framing.chunked) c->chunked = std::make_unique<ChunkedDecoder>(o.listen.max_body_bytes);
     if (auto refusal = c->impl->front->head_check_(r)) {
       WriteResponse(c, *refusal, /*close=*/true);
       Linger(c);
@@ -247,15 +222,13 @@ struct HttpFront::Impl {
           const evbuffer_ptr at = evbuffer_search(in, "\r\n\r\n", 4, &from);
           if (at.pos < 0) {
             if (len > o.listen.max_header_bytes)
-              return Refuse(c, 431, fmt::format("the request header is larger than {} bytes",
-                                                o.listen.max_header_bytes));
+              return Refuse(c, 431, http::HeadTooLargeMessage(o.listen.max_header_bytes));
             c->scanned = len;
             return;
           }
           const size_t head_len = static_cast<size_t>(at.pos);
           if (head_len + 4 > o.listen.max_header_bytes)
-            return Refuse(c, 431, fmt::format("the request header is larger than {} bytes",
-                                              o.listen.max_header_bytes));
+            return Refuse(c, 431, http::HeadTooLargeMessage(o.listen.max_header_bytes));
           std::string head(head_len, '\0');
           evbuffer_remove(in, head.data(), head_len);
           evbuffer_drain(in, 4);
@@ -279,9 +252,7 @@ struct HttpFront::Impl {
                 std::string_view(reinterpret_cast<const char*>(data), len), &c->req.body);
             if (!used.ok()) {
               if (used.status().code() == StatusCode::kOutOfRange)
-                return Refuse(c, 413, fmt::format("request body larger than the limit of {} bytes "
-                                                  "(--max-body-bytes)",
-                                                  o.listen.max_body_bytes));
+                return Refuse(c, 413, http::ChunkedBodyTooLargeMessage(o.listen.max_body_bytes));
               return Refuse(c, 400, used.status().message());
             }
             evbuffer_drain(in, *used);
@@ -318,13 +289,9 @@ struct HttpFront::Impl {
     const HttpFrontOptions& o = c->impl->front->options_;
     switch (c->state) {
       case Conn::State::kHead:
-        return Refuse(c, 408, fmt::format("the request header was not complete within {} s "
-                                          "(--header-timeout)",
-                                          o.listen.header_timeout_s));
+        return Refuse(c, 408, http::HeadTimeoutMessage(o.listen.header_timeout_s));
       case Conn::State::kBody:
-        return Refuse(c, 408, fmt::format("the request body was not complete within {} s of its "
-                                          "header (--timeout)",
-                                          o.listen.body_timeout_s));
+        return Refuse(c, 408, http::BodyTimeoutMessage(o.listen.body_timeout_s));
       case Conn::State::kHandling:
         return;
       case Conn::State::kIdle:
@@ -368,8 +335,7 @@ struct HttpFront::Impl {
         return;
       }
       if (Conn* c = NewConn(im, fd, /*counted=*/false))
-        Refuse(c, 503, fmt::format("too many open connections (the limit is {}: --max-connections)",
-                                   im->front->max_connections_));
+        Refuse(c, 503, http::TooManyConnectionsMessage(im->front->max_connections_));
       return;
     }
     if (Conn* c = NewConn(im, fd, /*counted=*/true)) {
