@@ -277,7 +277,9 @@ ServeProxy::Conn* ServeProxy::NewConn(int fd, bool counted) {
       },
       [](bufferevent*, short what, void* arg) {
         auto* c = static_cast<Conn*>(arg);
-        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) c->proxy->FreeConn(c);
+        if ((what & BEV_EVENT_EOF) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+          return c->proxy->OnClientEof(c);
+        c->proxy->FreeConn(c);
       },
       c);
   bufferevent_enable(c->bev, EV_READ | EV_WRITE);
@@ -450,11 +452,26 @@ void ServeProxy::CloseAfterWrite(Conn* c) {
 }
 
 void ServeProxy::Linger(Conn* c) {
+  if (c->read_eof) return FreeConn(c);
   // Closing now, with request bytes unread, would send a reset that can
   // discard the response before the client reads it.
   c->shut_wr = true;
   ::shutdown(bufferevent_getfd(c->bev), SHUT_WR);
   ArmDeadline(c, kLingerS);
+}
+
+void ServeProxy::OnClientEof(Conn* c) {
+  c->read_eof = true;
+  if (c->state == Conn::kQueued || c->state == Conn::kUpstream) {
+    // Answered, then closed; unless another request has already arrived
+    // behind this one, this answer is the last.
+    if (evbuffer_get_length(bufferevent_get_input(c->bev)) == 0) c->keep_alive = false;
+    return;
+  }
+  // Output already queued (the last answer) is written out; a request not
+  // yet whole is dropped.
+  if (c->state != Conn::kClosing) return CloseAfterWrite(c);
+  if (c->shut_wr || evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) FreeConn(c);
 }
 
 void ServeProxy::FreeConn(Conn* c) {

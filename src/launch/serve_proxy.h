@@ -43,10 +43,12 @@
 // Create raises to its hard cap). After a refusal, or the last response of a
 // connection, the proxy shuts its write side and reads and drops what the
 // client still sends until the client closes or kLingerS pass, so an early
-// answer (413 while the body is still coming) is not lost to a reset.
-// Requests on one connection are served one at a time. A slow client holds
-// back rank 0: past 1 MiB of its response waiting in the proxy, rank 0's
-// socket is not read until the client drains it.
+// answer (413 while the body is still coming) is not lost to a reset. A
+// client that half-closes after its request (shutdown(SHUT_WR)) gets its
+// answer, then the connection closes. Requests on one connection are served
+// one at a time. A slow client holds back rank 0: past 1 MiB of its response
+// waiting in the proxy, rank 0's socket is not read until the client drains
+// it.
 //
 // Thread safety: none; every call happens on the thread that runs Poll (the
 // supervisor's main thread, which forks the ranks: the proxy starts no
@@ -121,6 +123,8 @@ class ServeProxy {
   void Accept(int fd);
   Conn* NewConn(int fd, bool counted);
   void OnRead(Conn* c);
+  // The client's FIN arrived (see the class comment).
+  void OnClientEof(Conn* c);
   void Dispatch(Conn* c);
   void Forward(Conn* c);
   void Reply(Conn* c, int code, const std::string& content_type, const std::string& body,
@@ -134,7 +138,8 @@ class ServeProxy {
   void FinishResponse(Conn* c);
   void CloseAfterWrite(Conn* c);
   // The last response is written: shut the write side and wait for the
-  // client's close (at most kLingerS).
+  // client's close (at most kLingerS), or free the connection now if the
+  // client has closed its side already.
   void Linger(Conn* c);
   void FreeConn(Conn* c);
   void DetachUpstream(Conn* c);

@@ -64,7 +64,9 @@ struct FrontMailbox {
 
 // One accepted connection. Invariants: state kHandling <=> ex != null; the
 // timer is pending in kHead/kBody (the deadline of the part being read),
-// kIdle (keep-alive) and kLinger (final close), never in kHandling.
+// kIdle (keep-alive) and kLinger (final close), never in kHandling; once
+// `read_eof` nothing more is read, and the connection closes when no request
+// that had arrived whole is left to answer.
 struct HttpFront::Conn {
   enum class State { kIdle, kHead, kBody, kHandling, kLinger };
   Impl* impl = nullptr;
@@ -80,6 +82,7 @@ struct HttpFront::Conn {
   std::shared_ptr<HttpExchange> ex;
   bool keep_alive = true;
   bool chunked_out = false;  // the streamed response uses chunked coding
+  bool read_eof = false;     // the client has sent all it will (a FIN)
 };
 
 struct HttpFront::Impl {
@@ -132,13 +135,16 @@ struct HttpFront::Impl {
   // After the last response byte: half-close once the output has drained, read
   // and drop whatever the client still sends (so its unread request bytes do
   // not turn our close into a reset that discards the response), and close
-  // for good on EOF or after kLingerS.
+  // for good on EOF or after kLingerS. A client that has closed its side
+  // already is closed once the output has drained.
   static void Linger(Conn* c) {
     c->state = Conn::State::kLinger;
     c->ex.reset();
-    ArmTimer(c, kLingerS);
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
+      if (c->read_eof) return CloseConn(c);
       ::shutdown(bufferevent_getfd(c->bev), SHUT_WR);
+    }
+    ArmTimer(c, kLingerS);
   }
 
   static void WriteResponse(Conn* c, const HttpResponse& r, bool close) {
@@ -158,6 +164,9 @@ struct HttpFront::Impl {
     c->state = Conn::State::kIdle;
     ArmTimer(c, c->impl->front->options_.keep_alive_timeout_s);
     ProcessInput(c);  // a pipelined request may be waiting
+    // After the client's FIN, a request not yet whole never will be.
+    if (c->read_eof && c->state != Conn::State::kHandling && c->state != Conn::State::kLinger)
+      Linger(c);
   }
 
   static void Dispatch(Conn* c) {
@@ -277,12 +286,27 @@ struct HttpFront::Impl {
 
   static void OnWrite(bufferevent* bev, void* arg) {
     auto* c = static_cast<Conn*>(arg);
-    if (c->state == Conn::State::kLinger && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-      ::shutdown(bufferevent_getfd(bev), SHUT_WR);
+    if (c->state != Conn::State::kLinger || evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+      return;
+    if (c->read_eof) return CloseConn(c);
+    ::shutdown(bufferevent_getfd(bev), SHUT_WR);
   }
 
-  // EOF, a socket error or the write timeout: the client is gone.
-  static void OnEvent(bufferevent*, short, void* arg) { CloseConn(static_cast<Conn*>(arg)); }
+  // A socket error or the write timeout: the client is gone. EOF: the client
+  // has sent all it will, which is a half-close (shutdown(SHUT_WR) after the
+  // request) as often as a hang-up; the two look alike until a write fails.
+  // A request being handled is answered (a client that has hung up shows at
+  // the answer's first write); output already queued is written out; a
+  // request not yet whole is dropped.
+  static void OnEvent(bufferevent* bev, short what, void* arg) {
+    auto* c = static_cast<Conn*>(arg);
+    if (!(what & BEV_EVENT_EOF) || (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+      return CloseConn(c);
+    c->read_eof = true;
+    if (c->state != Conn::State::kHandling) return Linger(c);
+    // Unless another request has arrived behind it, this answer is the last.
+    if (evbuffer_get_length(bufferevent_get_input(bev)) == 0) c->keep_alive = false;
+  }
 
   static void OnTimer(evutil_socket_t, short, void* arg) {
     auto* c = static_cast<Conn*>(arg);

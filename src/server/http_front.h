@@ -25,7 +25,9 @@
 // beyond max_connections are answered 503 and closed at once. After a
 // refusal or a connection's last response, the write side is shut and what
 // the client still sends is read and dropped (for at most 2 s) before the
-// close, so the answer is not lost to a reset.
+// close, so the answer is not lost to a reset. A client that half-closes
+// after its request (shutdown(SHUT_WR)) gets the answer, then the connection
+// closes.
 #pragma once
 
 #include <atomic>

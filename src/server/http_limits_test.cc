@@ -2,10 +2,11 @@
 // exclusive bind and port validation, the listen backlog, Content-Length
 // judged at the header (no wait for a body that never comes; none at all is a
 // 411), prompts too large to fit refused before tokenization, and memory
-// handed back after a flood of rejected large requests; and a client still
-// writing a refused body reads the refusal instead of a reset. Against the
-// server and the proxy in front of it (http_frontend_testing.h). Loopback only;
-// bounded counts.
+// handed back after a flood of rejected large requests; and the connection
+// edge cases: a client that half-closes after its request still gets the
+// answer, and one still writing a refused body reads the refusal instead of
+// a reset. Against the server and the proxy in front of it
+// (http_frontend_testing.h). Loopback only; bounded counts.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -79,6 +80,18 @@ std::string RawExchange(int port, const std::string& raw, int wait_s) {
     for (ssize_t n; !ResponseComplete(out) && (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;)
       out.append(buf, static_cast<size_t>(n));
   }
+  if (fd >= 0) ::close(fd);
+  return out;
+}
+
+// Sends `raw`, then half-closes the connection (shutdown(SHUT_WR), as
+// `nc -N` does: the request is complete, nothing more will come) and returns
+// everything the server sends until it closes (at most 20 s).
+std::string HalfClosedExchange(int port, const std::string& raw) {
+  const int fd = Connect(port, 20);
+  std::string out;
+  int err = 0;
+  if (fd >= 0 && SendAll(fd, raw) && ::shutdown(fd, SHUT_WR) == 0) out = ReadToClose(fd, &err);
   if (fd >= 0) ::close(fd);
   return out;
 }
@@ -263,6 +276,20 @@ TEST_P(HttpLimitsTest, RefusalsWhileReadingTheRequest) {
                                     20);
   EXPECT_EQ(r.rfind("HTTP/1.1 200 ", 0), 0u) << r;
   EXPECT_NE(r.find(R"("object":"text_completion")"), std::string::npos) << r;
+}
+
+// A client that half-closes once its request is sent (nc -N, or any client
+// that signals the end of its input) still gets the answer.
+TEST_P(HttpLimitsTest, HalfClosedClientGetsItsAnswer) {
+  StartServer(ServerOptions());
+  for (int i = 0; i < 20; ++i) {
+    std::string r = HalfClosedExchange(port(), "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << "GET /health, try " << i << ": " << r;
+    EXPECT_NE(r.find(R"({"status":"ok"})"), std::string::npos) << r;
+    r = HalfClosedExchange(port(), CompletionRequest(R"({"prompt":[1,2],"max_tokens":2})"));
+    EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << "POST /v1/completions, try " << i << ": " << r;
+    EXPECT_NE(r.find(R"("object":"text_completion")"), std::string::npos) << r;
+  }
 }
 
 // A body without Content-Length (or chunked coding) cannot be told from the
