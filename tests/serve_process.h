@@ -109,6 +109,8 @@ class ServeProcess {
     if (pid_ > 0) ::kill(pid_, sig);
   }
   int port() const { return port_; }
+  // The child's process id (-1 once reaped).
+  pid_t pid() const { return pid_; }
   // The exit status when Start saw the process exit before /health said 200.
   int early_exit() const { return early_exit_; }
   std::string log() const { return ReadFile(log_); }

@@ -8,6 +8,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
+#include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -20,13 +21,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
 
 #include "base/logging.h"
 #include "http/http_request.h"
+#include "http/request_limits.h"
 #include "launch/serve_proxy_conn.h"
 
 namespace specd::launch {
@@ -57,7 +58,10 @@ bool HopByHop(const std::string& lower_name) {
 std::string ErrorJson(const std::string& message, const std::string& type,
                       const std::string& code) {
   nlohmann::json j = {{"error",
-                       {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}};
+                       {{"message", message},
+                        {"type", type},
+                        {"param", nullptr},
+                        {"code", code.empty() ? nlohmann::json(nullptr) : nlohmann::json(code)}}}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -216,21 +220,24 @@ void ServeProxy::OnAccept(evconnlistener*, int fd, sockaddr*, int, void* arg) {
 }
 
 void ServeProxy::Accept(int fd) {
-  if (static_cast<int>(conns_.size()) >= options_.listen.max_connections ||
-      state_ == State::kStopping) {
-    // Over the cap: a best-effort answer on the fresh socket, then close.
-    const std::string body =
-        ErrorJson(state_ == State::kStopping ? "the server is shutting down"
-                                             : "too many connections (at most " +
-                                                   std::to_string(options_.listen.max_connections) + ")",
-                  "server_error", "overloaded");
-    const std::string msg = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                            "Content-Length: " + std::to_string(body.size()) +
-                            "\r\nConnection: close\r\n\r\n" + body;
-    (void)!::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    ::close(fd);
-    return;
+  const bool over = static_cast<int>(open_connections()) >= options_.listen.max_connections;
+  if (over || state_ == State::kStopping) {
+    // Answered 503 and closed, lingering as any refusal does, unless too
+    // many are lingering already.
+    if (rejecting_ >= kMaxRejecting) {
+      ::close(fd);
+      return;
+    }
+    Conn* c = NewConn(fd, /*counted=*/false);
+    if (!over) {
+      return ReplyError(c, 503, "the server is shutting down", "server_error", "shutting_down");
+    }
+    return Refuse(c, 503, http::TooManyConnectionsMessage(options_.listen.max_connections));
   }
+  NewConn(fd, /*counted=*/true);
+}
+
+ServeProxy::Conn* ServeProxy::NewConn(int fd, bool counted) {
   // Relayed pieces (a response head, then its body; SSE events) go out at
   // once: with Nagle, a second small write waits for the client's delayed ACK
   // (40 ms on Linux).
@@ -238,22 +245,22 @@ void ServeProxy::Accept(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   auto* c = new Conn;
   c->proxy = this;
+  c->counted = counted;
   c->bev = bufferevent_socket_new(base_, fd, BEV_OPT_CLOSE_ON_FREE);
   c->deadline = evtimer_new(
       base_,
       [](evutil_socket_t, short, void* arg) {
         auto* c = static_cast<Conn*>(arg);
         ServeProxy* p = c->proxy;
+        if (c->state == Conn::kClosing) return p->FreeConn(c);  // the linger is over
         if (c->state != Conn::kHead && c->state != Conn::kBody) return;
         const bool started =
             c->state == Conn::kBody || evbuffer_get_length(bufferevent_get_input(c->bev)) > 0;
         if (!started) return p->FreeConn(c);  // idle keep-alive connection
-        const double limit = c->state == Conn::kBody ? p->options_.listen.body_timeout_s
-                                                     : p->options_.listen.header_timeout_s;
-        p->ReplyError(c, 408,
-                      std::string(c->state == Conn::kBody ? "the request body" : "the request head") +
-                          " did not arrive within " + fmt::format("{:g}", limit) + " s",
-                      "invalid_request_error", "request_timeout");
+        p->Refuse(c, 408,
+                  c->state == Conn::kBody
+                      ? http::BodyTimeoutMessage(p->options_.listen.body_timeout_s)
+                      : http::HeadTimeoutMessage(p->options_.listen.header_timeout_s));
       },
       c);
   bufferevent_setcb(
@@ -264,17 +271,22 @@ void ServeProxy::Accept(int fd) {
           c->upstream_paused = false;
           bufferevent_enable(evhttp_connection_get_bufferevent(c->up->conn), EV_READ);
         }
-        if (c->state == Conn::kClosing && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-          c->proxy->FreeConn(c);
+        if (c->state == Conn::kClosing && !c->shut_wr &&
+            evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+          c->proxy->Linger(c);
       },
       [](bufferevent*, short what, void* arg) {
         auto* c = static_cast<Conn*>(arg);
-        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) c->proxy->FreeConn(c);
+        if ((what & BEV_EVENT_EOF) && !(what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+          return c->proxy->OnClientEof(c);
+        c->proxy->FreeConn(c);
       },
       c);
   bufferevent_enable(c->bev, EV_READ | EV_WRITE);
   conns_.insert(c);
+  if (!counted) ++rejecting_;
   ArmDeadline(c, options_.listen.header_timeout_s);
+  return c;
 }
 
 void ServeProxy::ArmDeadline(Conn* c, double seconds) {
@@ -284,20 +296,21 @@ void ServeProxy::ArmDeadline(Conn* c, double seconds) {
 
 void ServeProxy::OnRead(Conn* c) {
   evbuffer* in = bufferevent_get_input(c->bev);
+  if (c->state == Conn::kClosing) {  // lingering: what the client still sends is dropped
+    evbuffer_drain(in, evbuffer_get_length(in));
+    return;
+  }
   if (c->state == Conn::kHead) {
     evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, nullptr);
     const size_t avail = evbuffer_get_length(in);
     if (end.pos < 0) {
-      if (avail > options_.listen.max_header_bytes) {
-        ReplyError(c, 431, "request head over " + std::to_string(options_.listen.max_header_bytes) +
-                               " bytes", "invalid_request_error", "header_too_large");
-      }
+      if (avail > options_.listen.max_header_bytes)
+        Refuse(c, 431, http::HeadTooLargeMessage(options_.listen.max_header_bytes));
       return;
     }
     const size_t head_len = static_cast<size_t>(end.pos) + 4;
     if (head_len > options_.listen.max_header_bytes) {
-      ReplyError(c, 431, "request head over " + std::to_string(options_.listen.max_header_bytes) +
-                             " bytes", "invalid_request_error", "header_too_large");
+      Refuse(c, 431, http::HeadTooLargeMessage(options_.listen.max_header_bytes));
       return;
     }
     std::string head(head_len - 4, '\0');
@@ -311,7 +324,7 @@ void ServeProxy::OnRead(Conn* c) {
     c->version = "HTTP/1.1";  // for an error reply to a head that does not parse
     StatusOr<http::HttpRequest> parsed = http::ParseRequestHead(head);
     if (!parsed.ok()) {
-      ReplyError(c, 400, parsed.status().message(), "invalid_request_error", "bad_request");
+      Refuse(c, 400, parsed.status().message());
       return;
     }
     http::HttpRequest& r = *parsed;
@@ -319,39 +332,16 @@ void ServeProxy::OnRead(Conn* c) {
     c->target = r.target;
     c->version = "HTTP/1." + std::to_string(r.minor_version);
     c->keep_alive = r.KeepAlive();
-    const std::string te = Lower(r.Header("transfer-encoding"));
-    const size_t n_cl = r.HeaderCount("content-length");
     const bool expect_continue = Lower(r.Header("expect")) == "100-continue";
-    if (!te.empty()) {
-      if (n_cl > 0) {
-        ReplyError(c, 400, "a request may not carry both Transfer-Encoding and Content-Length",
-                   "invalid_request_error", "bad_request");
-        return;
-      }
-      if (te.size() < 7 || te.compare(te.size() - 7, 7, "chunked") != 0) {
-        ReplyError(c, 501, "Transfer-Encoding: only 'chunked' is supported, got '" + te + "'",
-                   "invalid_request_error", "not_implemented");
-        return;
-      }
-      c->chunked = std::make_unique<http::ChunkedDecoder>(options_.listen.max_body_bytes);
-    } else if (n_cl > 0) {
-      uint64_t n = 0;
-      const std::string cl = r.Header("content-length");
-      if (n_cl > 1 || !http::ParseContentLength(cl, &n)) {
-        ReplyError(c, 400, "malformed Content-Length '" + cl + "'", "invalid_request_error",
-                   "bad_request");
-        return;
-      }
-      c->content_length = static_cast<size_t>(n);
-    }
-    c->headers = std::move(r.headers);
-    if (c->content_length > options_.listen.max_body_bytes) {
-      ReplyError(c, 413, "request body of " + std::to_string(c->content_length) +
-                             " bytes is over the limit of " +
-                             std::to_string(options_.listen.max_body_bytes),
-                 "invalid_request_error", "body_too_large");
+    const http::BodyFraming framing = http::JudgeBodyFraming(r, options_.listen.max_body_bytes);
+    if (framing.status != 0) {
+      Refuse(c, framing.status, framing.message);
       return;
     }
+    if (framing.chunked)
+      c->chunked = std::make_unique<http::ChunkedDecoder>(options_.listen.max_body_bytes);
+    c->content_length = static_cast<size_t>(framing.content_length);
+    c->headers = std::move(r.headers);
     c->state = Conn::kBody;
     ArmDeadline(c, options_.listen.body_timeout_s);
     if (expect_continue && (c->chunked || c->content_length > evbuffer_get_length(in))) {
@@ -364,9 +354,10 @@ void ServeProxy::OnRead(Conn* c) {
     const char* data = reinterpret_cast<const char*>(evbuffer_pullup(in, -1));
     StatusOr<size_t> used = c->chunked->Consume(std::string_view(data, avail), &c->body);
     if (!used.ok()) {
-      const bool too_large = used.status().code() == StatusCode::kOutOfRange;
-      ReplyError(c, too_large ? 413 : 400, used.status().message(), "invalid_request_error",
-                 too_large ? "body_too_large" : "bad_request");
+      if (used.status().code() == StatusCode::kOutOfRange)
+        Refuse(c, 413, http::ChunkedBodyTooLargeMessage(options_.listen.max_body_bytes));
+      else
+        Refuse(c, 400, used.status().message());
       return;
     }
     evbuffer_drain(in, *used);
@@ -450,15 +441,42 @@ void ServeProxy::ReplyError(Conn* c, int code, const std::string& message,
   Reply(c, code, "application/json", ErrorJson(message, type, code_name), unread);
 }
 
+void ServeProxy::Refuse(Conn* c, int code, const std::string& message) {
+  ReplyError(c, code, message, http::RefusalType(code), "");
+}
+
 void ServeProxy::CloseAfterWrite(Conn* c) {
   c->state = Conn::kClosing;
   evtimer_del(c->deadline);
-  bufferevent_disable(c->bev, EV_READ);
-  if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) FreeConn(c);
+  if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) Linger(c);
+}
+
+void ServeProxy::Linger(Conn* c) {
+  if (c->read_eof) return FreeConn(c);
+  // Closing now, with request bytes unread, would send a reset that can
+  // discard the response before the client reads it.
+  c->shut_wr = true;
+  ::shutdown(bufferevent_getfd(c->bev), SHUT_WR);
+  ArmDeadline(c, kLingerS);
+}
+
+void ServeProxy::OnClientEof(Conn* c) {
+  c->read_eof = true;
+  if (c->state == Conn::kQueued || c->state == Conn::kUpstream) {
+    // Answered, then closed; unless another request has already arrived
+    // behind this one, this answer is the last.
+    if (evbuffer_get_length(bufferevent_get_input(c->bev)) == 0) c->keep_alive = false;
+    return;
+  }
+  // Output already queued (the last answer) is written out; a request not
+  // yet whole is dropped.
+  if (c->state != Conn::kClosing) return CloseAfterWrite(c);
+  if (c->shut_wr || evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) FreeConn(c);
 }
 
 void ServeProxy::FreeConn(Conn* c) {
   if (conns_.erase(c) == 0) return;
+  if (!c->counted) --rejecting_;
   pending_.erase(std::remove(pending_.begin(), pending_.end(), c), pending_.end());
   DetachUpstream(c);
   if (c->lost_timer != nullptr) event_free(c->lost_timer);
@@ -516,7 +534,7 @@ void ServeProxy::Drain(double seconds) {
   evtimer_add(timer, &tv);
   auto busy = [&] {
     for (Conn* c : conns_) {
-      if (c->state == Conn::kUpstream || c->state == Conn::kClosing) return true;
+      if (c->state == Conn::kUpstream || (c->state == Conn::kClosing && !c->shut_wr)) return true;
       if (evbuffer_get_length(bufferevent_get_output(c->bev)) > 0) return true;
     }
     return false;

@@ -30,17 +30,25 @@
 // the failure, then rank 0's own error event) before the proxy ends it with
 // the cause; a broken connection ends it at once.
 //
-// Limits of its own, as the server's front end (http/listen_options.h): the
-// request head must arrive whole within header_timeout_s of the connection
-// becoming idle and the body within body_timeout_s of the head's end, neither
-// extended by arriving bytes (408 otherwise, so a client trickling bytes
-// cannot hold a connection), heads over max_header_bytes get 431, a body over
+// Limits of its own, judged and worded as the server's front end judges them
+// (http/request_limits.h, http/listen_options.h): the request head must
+// arrive whole within header_timeout_s of the connection becoming idle and
+// the body within body_timeout_s of the head's end, neither extended by
+// arriving bytes (408 otherwise, so a client trickling bytes cannot hold a
+// connection), heads over max_header_bytes get 431, a body over
 // max_body_bytes 413 (a Content-Length is judged before the body is read;
-// chunked bodies are decoded and sent on with a Content-Length), and
-// connections over max_connections are answered 503 and closed at accept (the cap is lowered to fit the process's descriptor limit,
-// which Create raises to its hard cap). Requests on one connection are served
+// chunked bodies are decoded and sent on with a Content-Length), a POST
+// without either 411, and connections over max_connections are answered 503
+// at accept (the cap is lowered to fit the process's descriptor limit, which
+// Create raises to its hard cap). After a refusal, or the last response of a
+// connection, the proxy shuts its write side and reads and drops what the
+// client still sends until the client closes or kLingerS pass, so an early
+// answer (413 while the body is still coming) is not lost to a reset. A
+// client that half-closes after its request (shutdown(SHUT_WR)) gets its
+// answer, then the connection closes. Requests on one connection are served
 // one at a time. A slow client holds back rank 0: past 1 MiB of its response
-// waiting in the proxy, rank 0's socket is not read until the client drains it.
+// waiting in the proxy, rank 0's socket is not read until the client drains
+// it.
 //
 // Thread safety: none; every call happens on the thread that runs Poll (the
 // supervisor's main thread, which forks the ranks: the proxy starts no
@@ -99,7 +107,8 @@ class ServeProxy {
 
   // Observability for tests and logs.
   const char* state_name() const;
-  size_t open_connections() const { return conns_.size(); }
+  // Client connections held (those answered 503 at accept excluded).
+  size_t open_connections() const { return conns_.size() - static_cast<size_t>(rejecting_); }
   // Most response bytes ever waiting for one client.
   size_t peak_buffered_bytes() const { return peak_buffered_; }
 
@@ -112,22 +121,36 @@ class ServeProxy {
 
   static void OnAccept(evconnlistener*, int fd, sockaddr*, int, void* arg);
   void Accept(int fd);
+  Conn* NewConn(int fd, bool counted);
   void OnRead(Conn* c);
+  // The client's FIN arrived (see the class comment).
+  void OnClientEof(Conn* c);
   void Dispatch(Conn* c);
   void Forward(Conn* c);
   void Reply(Conn* c, int code, const std::string& content_type, const std::string& body,
              bool close);
   void ReplyError(Conn* c, int code, const std::string& message, const std::string& type,
                   const std::string& code_name);
+  // A request the proxy will not forward, answered as the server's front end
+  // answers it (then the connection closes).
+  void Refuse(Conn* c, int code, const std::string& message);
   void FailResponse(Conn* c, const std::string& message);
   void FinishResponse(Conn* c);
   void CloseAfterWrite(Conn* c);
+  // The last response is written: shut the write side and wait for the
+  // client's close (at most kLingerS), or free the connection now if the
+  // client has closed its side already.
+  void Linger(Conn* c);
   void FreeConn(Conn* c);
   void DetachUpstream(Conn* c);
   void ArmDeadline(Conn* c, double seconds);
   // Ends responses in flight at a group failure (see the class comment).
   void FailInFlight(const std::string& cause);
   static constexpr double kFailedUpstreamGrace = 0.5;
+  static constexpr double kLingerS = 2;
+  // Connections answered 503 at accept that may linger at once; beyond it
+  // they are closed unanswered.
+  static constexpr int kMaxRejecting = 256;
 
   // Upstream callbacks (evhttp).
   static int OnUpstreamHead(evhttp_request* req, void* arg);
@@ -146,6 +169,7 @@ class ServeProxy {
   int upstream_port_ = 0;
   std::string cause_;  // the last GroupFailed cause
   std::set<Conn*> conns_;
+  int rejecting_ = 0;          // of conns_, those answered 503 at accept
   std::deque<Conn*> pending_;  // held while recovering, oldest first
   size_t peak_buffered_ = 0;
 };

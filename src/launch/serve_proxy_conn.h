@@ -21,9 +21,13 @@ struct evhttp_connection;
 
 namespace specd::launch {
 
-// One client connection. Invariant: `up` is set exactly while a request is
+// One client connection. Invariants: `up` is set exactly while a request is
 // forwarded (state kUpstream); a connection is in `pending_` exactly while
-// state is kQueued.
+// state is kQueued; in kClosing the last response is being written, then the
+// write side is shut (`shut_wr`) and what the client still sends is read and
+// dropped until it closes or kLingerS pass (`deadline`); once `read_eof`, no
+// request follows the one being answered unless its bytes had already
+// arrived.
 struct ServeProxy::Conn {
   enum State { kHead, kBody, kQueued, kUpstream, kClosing };
   ServeProxy* proxy = nullptr;
@@ -31,6 +35,9 @@ struct ServeProxy::Conn {
   event* deadline = nullptr;
   event* lost_timer = nullptr;
   State state = kHead;
+  bool counted = true;    // toward max_connections (false: answered 503 at accept)
+  bool read_eof = false;  // the client has sent all it will (a FIN)
+  bool shut_wr = false;
   // The request being served.
   std::string method, target, version;
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased

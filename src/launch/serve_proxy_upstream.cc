@@ -206,8 +206,11 @@ void ServeProxy::FinishResponse(Conn* c) {
   if (!c->keep_alive) return CloseAfterWrite(c);
   c->state = Conn::kHead;
   ArmDeadline(c, options_.listen.header_timeout_s);
-  // A request that arrived behind this one.
+  // A request that arrived behind this one. (OnRead leaves `c` alive: a
+  // response it answers itself is still in the output buffer.)
   if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0) OnRead(c);
+  // The client has half-closed: no request is still to come.
+  if (c->read_eof && c->state == Conn::kHead) CloseAfterWrite(c);
 }
 
 void ServeProxy::FailResponse(Conn* c, const std::string& message) {

@@ -22,6 +22,7 @@
 
 #include "base/logging.h"
 #include "base/thread_annotations.h"
+#include "http/request_limits.h"
 
 namespace specd::server {
 
@@ -63,7 +64,9 @@ struct FrontMailbox {
 
 // One accepted connection. Invariants: state kHandling <=> ex != null; the
 // timer is pending in kHead/kBody (the deadline of the part being read),
-// kIdle (keep-alive) and kLinger (final close), never in kHandling.
+// kIdle (keep-alive) and kLinger (final close), never in kHandling; once
+// `read_eof` nothing more is read, and the connection closes when no request
+// that had arrived whole is left to answer.
 struct HttpFront::Conn {
   enum class State { kIdle, kHead, kBody, kHandling, kLinger };
   Impl* impl = nullptr;
@@ -79,6 +82,7 @@ struct HttpFront::Conn {
   std::shared_ptr<HttpExchange> ex;
   bool keep_alive = true;
   bool chunked_out = false;  // the streamed response uses chunked coding
+  bool read_eof = false;     // the client has sent all it will (a FIN)
 };
 
 struct HttpFront::Impl {
@@ -131,13 +135,16 @@ struct HttpFront::Impl {
   // After the last response byte: half-close once the output has drained, read
   // and drop whatever the client still sends (so its unread request bytes do
   // not turn our close into a reset that discards the response), and close
-  // for good on EOF or after kLingerS.
+  // for good on EOF or after kLingerS. A client that has closed its side
+  // already is closed once the output has drained.
   static void Linger(Conn* c) {
     c->state = Conn::State::kLinger;
     c->ex.reset();
-    ArmTimer(c, kLingerS);
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
+      if (c->read_eof) return CloseConn(c);
       ::shutdown(bufferevent_getfd(c->bev), SHUT_WR);
+    }
+    ArmTimer(c, kLingerS);
   }
 
   static void WriteResponse(Conn* c, const HttpResponse& r, bool close) {
@@ -157,6 +164,9 @@ struct HttpFront::Impl {
     c->state = Conn::State::kIdle;
     ArmTimer(c, c->impl->front->options_.keep_alive_timeout_s);
     ProcessInput(c);  // a pipelined request may be waiting
+    // After the client's FIN, a request not yet whole never will be.
+    if (c->read_eof && c->state != Conn::State::kHandling && c->state != Conn::State::kLinger)
+      Linger(c);
   }
 
   static void Dispatch(Conn* c) {
@@ -173,40 +183,14 @@ struct HttpFront::Impl {
   static bool AcceptHead(Conn* c) {
     const HttpFrontOptions& o = c->impl->front->options_;
     HttpRequest& r = c->req;
-    const std::string te = r.Header("transfer-encoding");
-    const size_t n_cl = r.HeaderCount("content-length");
-    const std::string cl = r.Header("content-length");
-    c->body_left = 0;
-    c->chunked.reset();
-    if (!te.empty()) {
-      std::string lower = te;
-      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      if (n_cl > 0) {
-        Refuse(c, 400, "a request may not carry both Transfer-Encoding and Content-Length");
-        return false;
-      }
-      if (lower.size() < 7 || lower.compare(lower.size() - 7, 7, "chunked") != 0) {
-        Refuse(c, 501, "Transfer-Encoding: only 'chunked' is supported, got '" + te + "'");
-        return false;
-      }
-      c->chunked = std::make_unique<ChunkedDecoder>(o.listen.max_body_bytes);
-    } else if (n_cl > 1 || (n_cl == 1 && !cl.empty())) {
-      uint64_t n = 0;
-      if (n_cl > 1 || !ParseContentLength(cl, &n)) {
-        Refuse(c, 400, "Content-Length: expected one non-negative decimal integer, got '" + cl + "'");
-        return false;
-      }
-      if (n > o.listen.max_body_bytes) {
-        Refuse(c, 413, fmt::format("request body of {} bytes is larger than the limit of {} bytes "
-                                   "(--max-body-bytes)",
-                                   n, o.listen.max_body_bytes));
-        return false;
-      }
-      c->body_left = n;
-    } else if (r.method == "POST") {
-      Refuse(c, 411, "a POST needs a Content-Length header (or chunked encoding)");
+    const http::BodyFraming framing = http::JudgeBodyFraming(r, o.listen.max_body_bytes);
+    if (framing.status != 0) {
+      Refuse(c, framing.status, framing.message);
       return false;
     }
+    c->body_left = framing.content_length;
+    c->chunked.reset();
+    if (framing.chunked) c->chunked = std::make_unique<ChunkedDecoder>(o.listen.max_body_bytes);
     if (auto refusal = c->impl->front->head_check_(r)) {
       WriteResponse(c, *refusal, /*close=*/true);
       Linger(c);
@@ -247,15 +231,13 @@ struct HttpFront::Impl {
           const evbuffer_ptr at = evbuffer_search(in, "\r\n\r\n", 4, &from);
           if (at.pos < 0) {
             if (len > o.listen.max_header_bytes)
-              return Refuse(c, 431, fmt::format("the request header is larger than {} bytes",
-                                                o.listen.max_header_bytes));
+              return Refuse(c, 431, http::HeadTooLargeMessage(o.listen.max_header_bytes));
             c->scanned = len;
             return;
           }
           const size_t head_len = static_cast<size_t>(at.pos);
           if (head_len + 4 > o.listen.max_header_bytes)
-            return Refuse(c, 431, fmt::format("the request header is larger than {} bytes",
-                                              o.listen.max_header_bytes));
+            return Refuse(c, 431, http::HeadTooLargeMessage(o.listen.max_header_bytes));
           std::string head(head_len, '\0');
           evbuffer_remove(in, head.data(), head_len);
           evbuffer_drain(in, 4);
@@ -279,9 +261,7 @@ struct HttpFront::Impl {
                 std::string_view(reinterpret_cast<const char*>(data), len), &c->req.body);
             if (!used.ok()) {
               if (used.status().code() == StatusCode::kOutOfRange)
-                return Refuse(c, 413, fmt::format("request body larger than the limit of {} bytes "
-                                                  "(--max-body-bytes)",
-                                                  o.listen.max_body_bytes));
+                return Refuse(c, 413, http::ChunkedBodyTooLargeMessage(o.listen.max_body_bytes));
               return Refuse(c, 400, used.status().message());
             }
             evbuffer_drain(in, *used);
@@ -306,25 +286,36 @@ struct HttpFront::Impl {
 
   static void OnWrite(bufferevent* bev, void* arg) {
     auto* c = static_cast<Conn*>(arg);
-    if (c->state == Conn::State::kLinger && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-      ::shutdown(bufferevent_getfd(bev), SHUT_WR);
+    if (c->state != Conn::State::kLinger || evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+      return;
+    if (c->read_eof) return CloseConn(c);
+    ::shutdown(bufferevent_getfd(bev), SHUT_WR);
   }
 
-  // EOF, a socket error or the write timeout: the client is gone.
-  static void OnEvent(bufferevent*, short, void* arg) { CloseConn(static_cast<Conn*>(arg)); }
+  // A socket error or the write timeout: the client is gone. EOF: the client
+  // has sent all it will, which is a half-close (shutdown(SHUT_WR) after the
+  // request) as often as a hang-up; the two look alike until a write fails.
+  // A request being handled is answered (a client that has hung up shows at
+  // the answer's first write); output already queued is written out; a
+  // request not yet whole is dropped.
+  static void OnEvent(bufferevent* bev, short what, void* arg) {
+    auto* c = static_cast<Conn*>(arg);
+    if (!(what & BEV_EVENT_EOF) || (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+      return CloseConn(c);
+    c->read_eof = true;
+    if (c->state != Conn::State::kHandling) return Linger(c);
+    // Unless another request has arrived behind it, this answer is the last.
+    if (evbuffer_get_length(bufferevent_get_input(bev)) == 0) c->keep_alive = false;
+  }
 
   static void OnTimer(evutil_socket_t, short, void* arg) {
     auto* c = static_cast<Conn*>(arg);
     const HttpFrontOptions& o = c->impl->front->options_;
     switch (c->state) {
       case Conn::State::kHead:
-        return Refuse(c, 408, fmt::format("the request header was not complete within {} s "
-                                          "(--header-timeout)",
-                                          o.listen.header_timeout_s));
+        return Refuse(c, 408, http::HeadTimeoutMessage(o.listen.header_timeout_s));
       case Conn::State::kBody:
-        return Refuse(c, 408, fmt::format("the request body was not complete within {} s of its "
-                                          "header (--timeout)",
-                                          o.listen.body_timeout_s));
+        return Refuse(c, 408, http::BodyTimeoutMessage(o.listen.body_timeout_s));
       case Conn::State::kHandling:
         return;
       case Conn::State::kIdle:
@@ -368,8 +359,7 @@ struct HttpFront::Impl {
         return;
       }
       if (Conn* c = NewConn(im, fd, /*counted=*/false))
-        Refuse(c, 503, fmt::format("too many open connections (the limit is {}: --max-connections)",
-                                   im->front->max_connections_));
+        Refuse(c, 503, http::TooManyConnectionsMessage(im->front->max_connections_));
       return;
     }
     if (Conn* c = NewConn(im, fd, /*counted=*/true)) {

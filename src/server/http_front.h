@@ -20,8 +20,14 @@
 // connection closes): a header over max_header_bytes (431), a POST without
 // Content-Length or chunked coding (411), a malformed or repeated
 // Content-Length (400), one over max_body_bytes (413; a chunked body is
-// stopped at the limit), and whatever `head_check` refuses. Connections
-// beyond max_connections are answered 503 and closed at once.
+// stopped at the limit), and whatever `head_check` refuses; judged and worded
+// by http/request_limits.h, as the serve proxy judges them. Connections
+// beyond max_connections are answered 503 and closed at once. After a
+// refusal or a connection's last response, the write side is shut and what
+// the client still sends is read and dropped (for at most 2 s) before the
+// close, so the answer is not lost to a reset. A client that half-closes
+// after its request (shutdown(SHUT_WR)) gets the answer, then the connection
+// closes.
 #pragma once
 
 #include <atomic>

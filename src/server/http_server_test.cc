@@ -1,65 +1,20 @@
-// The HTTP layer in-process over a random-weight tiny model (no tokenizer:
-// token-id prompts), with cpp-httplib's client.
-#include "server/http_server.h"
-
+// The server's HTTP behaviour over a random-weight tiny model (no tokenizer:
+// token-id prompts), with cpp-httplib's client, against the server itself
+// and against the serve proxy in front of it (http_frontend_testing.h).
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <thread>
 
-#include "modelgen/fixture.h"
 #include "runtime/reference_decode.h"
+#include "server/http_frontend_testing.h"
 #include "server/openai_response.h"
 
 namespace specd::server {
 namespace {
 
-const std::string& TinyModelPath() {
-  static const std::string path = [] {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "specd-http-XXXXXX").string();
-    std::string dir = ::mkdtemp(tmpl.data());
-    FixtureOptions o;
-    o.preset = "tiny";
-    o.out = dir + "/tiny";
-    Status s = MakeFixture(o);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    return o.out;
-  }();
-  return path;
-}
-
-class HttpServerTest : public ::testing::Test {
+class HttpServerTest : public testing::HttpFrontendTest {
  protected:
-  void StartServer(ServerOptions o, bool attach = true) {
-    // A restart: the old server and engine go before the runner they use.
-    server_.reset();
-    engine_.reset();
-    runner_.reset();
-    RunnerOptions ro;
-    ro.model_path = TinyModelPath();
-    ro.threads = 2;
-    auto r = ModelRunner::Create(ro, comm_.get());
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    runner_ = std::move(r).value();
-    engine_ = std::make_unique<Engine>(runner_.get());
-    o.listen.host = "127.0.0.1";
-    o.listen.port = 0;
-    o.model_path = ro.model_path;
-    o.served_model_name = "tiny";
-    server_ = std::make_unique<OpenAiServer>(o);
-    ASSERT_TRUE(server_->Start().ok());
-    if (attach) {
-      ASSERT_TRUE(server_->Attach(engine_.get(), nullptr, nullptr).ok());
-    }
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
-    client_->set_read_timeout(30, 0);
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown();
-  }
-
   OJson PostJson(const std::string& path, const std::string& body, int* status,
                  const httplib::Headers& headers = {}) {
     auto res = client_->Post(path.c_str(), headers, body, "application/json");
@@ -70,15 +25,9 @@ class HttpServerTest : public ::testing::Test {
     *status = res->status;
     return OJson::parse(res->body, nullptr, false);
   }
-
-  std::unique_ptr<Communicator> comm_ = NewLocalCommunicator();
-  std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<OpenAiServer> server_;
-  std::unique_ptr<httplib::Client> client_;
 };
 
-TEST_F(HttpServerTest, HealthIs503UntilAttachedThen200) {
+TEST_P(HttpServerTest, HealthIs503UntilAttachedThen200) {
   StartServer(ServerOptions(), /*attach=*/false);
   auto res = client_->Get("/health");
   ASSERT_TRUE(res);
@@ -87,7 +36,7 @@ TEST_F(HttpServerTest, HealthIs503UntilAttachedThen200) {
   OJson e = PostJson("/v1/completions", R"({"prompt":[1,2]})", &status);
   EXPECT_EQ(status, 503);
   EXPECT_TRUE(e["error"].contains("message"));
-  ASSERT_TRUE(server_->Attach(engine_.get(), nullptr, nullptr).ok());
+  Attach();
   res = client_->Get("/health");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
@@ -98,7 +47,7 @@ TEST_F(HttpServerTest, HealthIs503UntilAttachedThen200) {
   EXPECT_EQ(models["data"][0]["id"], "tiny");
 }
 
-TEST_F(HttpServerTest, CompletionMatchesReferenceDecode) {
+TEST_P(HttpServerTest, CompletionMatchesReferenceDecode) {
   StartServer(ServerOptions());
   int status = 0;
   OJson j = PostJson("/v1/completions",
@@ -119,11 +68,10 @@ TEST_F(HttpServerTest, CompletionMatchesReferenceDecode) {
   const std::vector<int32_t> ref = ReferenceDecode(*engine_, {5, 6, 7, 8}, 9);
   const OJson& toks = j["choices"][0]["logprobs"]["tokens"];
   ASSERT_EQ(toks.size(), ref.size());
-  for (size_t i = 0; i < ref.size(); ++i)
-    EXPECT_EQ(toks[i], "<" + std::to_string(ref[i]) + ">");
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_EQ(toks[i], "<" + std::to_string(ref[i]) + ">");
 }
 
-TEST_F(HttpServerTest, StreamIsServerSentEventsEndingInDone) {
+TEST_P(HttpServerTest, StreamIsServerSentEventsEndingInDone) {
   StartServer(ServerOptions());
   httplib::Request req;
   req.method = "POST";
@@ -166,7 +114,7 @@ TEST_F(HttpServerTest, StreamIsServerSentEventsEndingInDone) {
   EXPECT_EQ(usage["usage"]["prompt_tokens"], 3);
 }
 
-TEST_F(HttpServerTest, BadRequestsGetOpenAiErrors) {
+TEST_P(HttpServerTest, BadRequestsGetOpenAiErrors) {
   ServerOptions o;
   o.listen.max_body_bytes = 2048;
   StartServer(o);
@@ -196,7 +144,7 @@ TEST_F(HttpServerTest, BadRequestsGetOpenAiErrors) {
   const int ctx = server_->scheduler()->context_length();
   std::string ids = "1";
   for (int i = 1; i < ctx; ++i) ids += ",1";
-  client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+  client_ = std::make_unique<httplib::Client>("127.0.0.1", port());
   e = PostJson("/v1/completions", "{\"prompt\":[" + ids + "]}", &status);
   EXPECT_EQ(status, 413);  // the body itself is over the 2 KiB limit here
   EXPECT_TRUE(e["error"].contains("message"));
@@ -215,7 +163,7 @@ TEST_F(HttpServerTest, BadRequestsGetOpenAiErrors) {
   EXPECT_TRUE(OJson::parse(res->body)["error"].contains("message"));
 }
 
-TEST_F(HttpServerTest, ApiKeyGuardsV1Routes) {
+TEST_P(HttpServerTest, ApiKeyGuardsV1Routes) {
   ServerOptions o;
   o.api_key = "sekret";
   StartServer(o);
@@ -237,12 +185,12 @@ TEST_F(HttpServerTest, ApiKeyGuardsV1Routes) {
   EXPECT_EQ(res->status, 200);
 }
 
-TEST_F(HttpServerTest, FullQueueAnswers429WithRetryAfter) {
+TEST_P(HttpServerTest, FullQueueAnswers429WithRetryAfter) {
   ServerOptions o;
   o.scheduler.max_queue = 0;
   StartServer(o);
-  auto res = client_->Post("/v1/completions", R"({"prompt":[1],"max_tokens":1})",
-                           "application/json");
+  auto res =
+      client_->Post("/v1/completions", R"({"prompt":[1],"max_tokens":1})", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 429);
   EXPECT_EQ(res->get_header_value("Retry-After"), "1");
@@ -259,7 +207,7 @@ TEST_F(HttpServerTest, FullQueueAnswers429WithRetryAfter) {
   EXPECT_NE(metrics.find("specd_requests_total{status=\"429\"} 1"), std::string::npos) << metrics;
 }
 
-TEST_F(HttpServerTest, ClientDisconnectCancelsAndFreesKv) {
+TEST_P(HttpServerTest, ClientDisconnectCancelsAndFreesKv) {
   StartServer(ServerOptions());
   httplib::Request req;
   req.method = "POST";
@@ -279,6 +227,8 @@ TEST_F(HttpServerTest, ClientDisconnectCancelsAndFreesKv) {
   EXPECT_EQ(m.kv_used_pages.load(), 0);
   EXPECT_EQ(m.finished_cancelled.load(), 1);
 }
+
+SPECD_HTTP_FRONTENDS(HttpServerTest);
 
 }  // namespace
 }  // namespace specd::server
