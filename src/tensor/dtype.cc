@@ -33,12 +33,12 @@ const char* DTypeName(DType t) {
 }
 
 StatusOr<DType> ParseDType(std::string_view name) {
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kI8,
-                  DType::kI32, DType::kI64, DType::kBool, DType::kQ4_BF16}) {
-    if (name == DTypeName(t)) return t;
+  for (int t = 0; t <= static_cast<int>(DType::kIQ4_XS); ++t) {
+    if (name == DTypeName(static_cast<DType>(t))) return static_cast<DType>(t);
   }
   return InvalidArgumentError("unknown dtype '" + std::string(name) +
-                              "': expected f32, f16, bf16, q8_0, q4_0 or q4_bf16");
+                              "': expected f32, f16, bf16, q8_0, q4_0, q4_bf16, q4_1, q5_0, q5_1, "
+                              "q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl or iq4_xs");
 }
 
 int DTypeBlockElems(DType t) {
@@ -291,6 +291,7 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
       return;
     }
     default:
+      QuantizeGgmlRow(t, src, dst, n);
       return;
   }
 }

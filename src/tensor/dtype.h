@@ -100,8 +100,9 @@ void QuantizeRowQ4_BF16(const uint16_t* x_bf16, BlockQ4_BF16* out, int64_t n);
 // quantized type as its format defines it). REQUIRES: n % DTypeBlockElems(t)
 // == 0.
 void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
-// Converts one f32 row into `t` (f32, f16, bf16, q8_0, q4_0, q4_bf16; q4_bf16
-// rounds the row to bf16 first, then QuantizeRowQ4_BF16).
+// Converts one f32 row into `t` (any float or quantized dtype; q4_bf16 rounds
+// the row to bf16 first, then QuantizeRowQ4_BF16; the ggml types as
+// QuantizeGgmlRow). REQUIRES: n % DTypeBlockElems(t) == 0.
 void QuantizeRow(DType t, const float* src, void* dst, int64_t n);
 
 }  // namespace specd

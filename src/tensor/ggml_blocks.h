@@ -50,6 +50,8 @@
 
 namespace specd {
 
+enum class DType : uint8_t;  // tensor/dtype.h
+
 constexpr int kSuperBlock = 256;  // ggml's QK_K
 constexpr int kKScaleBytes = 12;  // ggml's K_SCALE_SIZE
 
@@ -158,5 +160,11 @@ void DequantizeQ4_K(const BlockQ4_K* b, float* y, int64_t n);
 void DequantizeQ5_K(const BlockQ5_K* b, float* y, int64_t n);
 void DequantizeQ6_K(const BlockQ6_K* b, float* y, int64_t n);
 void DequantizeIQ4_XS(const BlockIQ4_XS* b, float* y, int64_t n);
+
+// Quantizes n elements of x (n a multiple of the block size) into consecutive
+// blocks of t, for t one of the types above; false (nothing written) for any
+// other t. Q4_1, Q5_0 and Q5_1 give ggml's quantize_row_*_ref bytes; the
+// others round to nearest under min/max scales (ggml_quantize.cc).
+bool QuantizeGgmlRow(DType t, const float* x, void* y, int64_t n);
 
 }  // namespace specd

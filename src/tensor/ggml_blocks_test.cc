@@ -1,11 +1,13 @@
 // Layouts of the ggml block types, checked on hand-built blocks from the
-// element positions ggml_blocks.h states. gguf_dequantize_reference_test.cc
+// element positions ggml_blocks.h states. gguf_quants_reference_test.cc
 // compares every type with gguf-py bit for bit.
 #include "tensor/ggml_blocks.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "tensor/dtype.h"
@@ -191,6 +193,69 @@ TEST(GgmlBlocksTest, IQ4XSSubBlockScales) {
   const std::vector<float> y = Dequant(DType::kIQ4_XS, &b);
   EXPECT_EQ(y[96 + 18], (0x5 + 48 - 32) * 113.f);
   EXPECT_EQ(y[0], -32.f * -127);
+}
+
+// Largest error of a round trip relative to the block's largest magnitude,
+// for rows of mixed scales (a spike per row, as real weights have).
+float RoundTripError(DType t, const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint8_t> q(RowBytes(t, n));
+  std::vector<float> y(x.size());
+  QuantizeRow(t, x.data(), q.data(), n);
+  DequantizeRow(t, q.data(), y.data(), n);
+  const int be = DTypeBlockElems(t);
+  float worst = 0.f;
+  for (int64_t b = 0; b < n / be; ++b) {
+    float amax = 0.f, err = 0.f;
+    for (int i = 0; i < be; ++i) {
+      amax = std::max(amax, std::fabs(x[b * be + i]));
+      err = std::max(err, std::fabs(x[b * be + i] - y[b * be + i]));
+    }
+    if (amax > 0.f) worst = std::max(worst, err / amax);
+  }
+  return worst;
+}
+
+TEST(GgmlBlocksTest, QuantizeRoundTripsWithinTheFormatsPrecision) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist;
+  std::vector<float> x(4 * kSuperBlock);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = dist(rng) * (0.01f + 0.02f * (i / 64 % 4));
+  x[37] = 0.5f;
+  x[600] = -0.4f;
+  // Worst error relative to the block's largest magnitude: about half a
+  // level step, plus the coarser sub-block scales of the K-quants; a whole
+  // step for the symmetric types whose largest magnitude takes the extreme
+  // negative level (Q5_0: +amax clamps to 15 / 16; IQ4: to 113 / 127).
+  const struct {
+    DType t;
+    float bound;
+  } kBounds[] = {
+      {DType::kQ4_1, 0.075f},  {DType::kQ5_0, 0.07f},  {DType::kQ5_1, 0.035f},
+      {DType::kQ2_K, 0.45f},   {DType::kQ3_K, 0.3f},   {DType::kQ4_K, 0.1f},
+      {DType::kQ5_K, 0.05f},   {DType::kQ6_K, 0.025f}, {DType::kIQ4_NL, 0.12f},
+      {DType::kIQ4_XS, 0.14f},
+  };
+  for (const auto& c : kBounds) {
+    const float err = RoundTripError(c.t, x);
+    EXPECT_LT(err, c.bound) << DTypeName(c.t);
+    EXPECT_GT(err, 0.f) << DTypeName(c.t);
+  }
+}
+
+TEST(GgmlBlocksTest, QuantizeKeepsZeroAndConstantRows) {
+  for (const TypeCase& c : kTypes) {
+    for (float v : {0.f, 0.75f, -3.f}) {
+      std::vector<float> x(kSuperBlock, v), y(kSuperBlock);
+      std::vector<uint8_t> q(RowBytes(c.dtype, kSuperBlock));
+      QuantizeRow(c.dtype, x.data(), q.data(), kSuperBlock);
+      DequantizeRow(c.dtype, q.data(), y.data(), kSuperBlock);
+      for (int i = 0; i < kSuperBlock; ++i) {
+        ASSERT_TRUE(std::isfinite(y[i])) << c.name;
+        ASSERT_NEAR(y[i], v, std::fabs(v) * 0.08f + 1e-6f) << c.name << " " << v << " at " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
-"""Reference for specd's dequantization of GGUF block types: gguf-py's
-`gguf.quants.dequantize` (llama.cpp's Python package, pinned in
-requirements.txt), independent of specd.
+"""Reference for specd's GGUF block types: gguf-py's `gguf.quants.dequantize`
+and, for the types it quantizes as ggml does, `gguf.quants.quantize`
+(llama.cpp's Python package, pinned in requirements.txt), independent of
+specd.
 
 Usage:
-  python gguf_dequantize_reference.py OUT_FILE [SEED]
+  python gguf_quants_reference.py OUT_FILE [SEED]
 
 Makes blocks of every type below (random bytes with finite fp16 fields, and
 edge cases: zero and negative-zero scales, the largest and smallest fp16
@@ -13,14 +14,20 @@ gguf-py's f32 dequantization to OUT_FILE, little-endian:
   u32 number of types, then per type:
     u8 name length, name (gguf's GGMLQuantizationType name, e.g. "Q4_K"),
     u32 block elements, u32 block bytes, u32 number of blocks,
-    the blocks (n * block bytes), the f32 values (n * block elements).
+    the blocks (n * block bytes), the f32 values (n * block elements);
+  then the quantization records: u32 number of types, then per type the
+  same header, the f32 inputs (n * block elements) and gguf-py's blocks
+  (n * block bytes).
+Quantized: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (gguf-py matches ggml's
+quantize_row_*_ref for these) from random rows at several scales, constant
+blocks, zero blocks, one-sided blocks and blocks with one outlier.
 """
 import struct
 import sys
 
 import numpy as np
 from gguf import GGMLQuantizationType, GGML_QUANT_SIZES
-from gguf.quants import dequantize
+from gguf.quants import dequantize, quantize
 
 # Per type: byte offsets of the fp16 fields, and byte ranges [begin, end) of
 # the packed sub-block scales (ggml-common.h).
@@ -103,6 +110,27 @@ def make_blocks(rng, name, type_size):
     return np.concatenate(parts)
 
 
+QUANTIZED = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"]
+
+
+def make_inputs(rng, block_elems):
+    """f32 rows of whole blocks: (n_blocks, block_elems)."""
+    parts = [rng.standard_normal((64, block_elems)) * rng.choice([1e-3, 0.02, 1.0, 300.0], size=(64, 1))]
+    parts.append(np.full((2, block_elems), 0.37))
+    parts.append(np.zeros((2, block_elems)))
+    parts.append(np.abs(rng.standard_normal((4, block_elems))))
+    parts.append(-np.abs(rng.standard_normal((4, block_elems))))
+    spiky = rng.standard_normal((4, block_elems)) * 0.01
+    spiky[:, 5] = [40.0, -40.0, 3.0, -1e-3]
+    parts.append(spiky)
+    return np.concatenate(parts).astype(np.float32)
+
+
+def write_header(f, name, block_elems, type_size, n_blocks):
+    f.write(struct.pack("<B", len(name)) + name.encode())
+    f.write(struct.pack("<III", block_elems, type_size, n_blocks))
+
+
 def main():
     out_path = sys.argv[1]
     seed = int(sys.argv[2]) if len(sys.argv) > 2 else 1234
@@ -115,13 +143,24 @@ def main():
         values = dequantize(blocks.reshape(-1), qtype).astype(np.float32, copy=False)
         assert values.size == blocks.shape[0] * block_elems, name
         records.append((name, block_elems, type_size, blocks, values))
+    quantized = []
+    for name in QUANTIZED:
+        qtype = GGMLQuantizationType[name]
+        block_elems, type_size = GGML_QUANT_SIZES[qtype]
+        x = make_inputs(rng, block_elems)
+        blocks = quantize(x, qtype).reshape(x.shape[0], type_size)
+        quantized.append((name, block_elems, type_size, x, blocks))
     with open(out_path, "wb") as f:
         f.write(struct.pack("<I", len(records)))
         for name, block_elems, type_size, blocks, values in records:
-            f.write(struct.pack("<B", len(name)) + name.encode())
-            f.write(struct.pack("<III", block_elems, type_size, blocks.shape[0]))
+            write_header(f, name, block_elems, type_size, blocks.shape[0])
             f.write(np.ascontiguousarray(blocks).tobytes())
             f.write(np.ascontiguousarray(values, dtype="<f4").tobytes())
+        f.write(struct.pack("<I", len(quantized)))
+        for name, block_elems, type_size, x, blocks in quantized:
+            write_header(f, name, block_elems, type_size, x.shape[0])
+            f.write(np.ascontiguousarray(x, dtype="<f4").tobytes())
+            f.write(np.ascontiguousarray(blocks).tobytes())
 
 
 if __name__ == "__main__":
