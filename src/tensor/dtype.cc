@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <vector>
 
 namespace specd {
@@ -93,6 +94,29 @@ bool IsQuantized(DType t) {
       return false;
     default:
       return true;
+  }
+}
+
+int BlockHalfOffsets(DType t, int* offsets) {
+  auto set = [offsets](size_t a, int n = 1, size_t b = 0) {
+    offsets[0] = static_cast<int>(a);
+    if (n == 2) offsets[1] = static_cast<int>(b);
+    return n;
+  };
+  switch (t) {
+    case DType::kQ8_0: return set(offsetof(BlockQ8_0, d));
+    case DType::kQ4_0: return set(offsetof(BlockQ4_0, d));
+    case DType::kQ5_0: return set(offsetof(BlockQ5_0, d));
+    case DType::kIQ4_NL: return set(offsetof(BlockIQ4_NL, d));
+    case DType::kIQ4_XS: return set(offsetof(BlockIQ4_XS, d));
+    case DType::kQ3_K: return set(offsetof(BlockQ3_K, d));
+    case DType::kQ6_K: return set(offsetof(BlockQ6_K, d));
+    case DType::kQ4_1: return set(offsetof(BlockQ4_1, d), 2, offsetof(BlockQ4_1, m));
+    case DType::kQ5_1: return set(offsetof(BlockQ5_1, d), 2, offsetof(BlockQ5_1, m));
+    case DType::kQ2_K: return set(offsetof(BlockQ2_K, d), 2, offsetof(BlockQ2_K, dmin));
+    case DType::kQ4_K: return set(offsetof(BlockQ4_K, d), 2, offsetof(BlockQ4_K, dmin));
+    case DType::kQ5_K: return set(offsetof(BlockQ5_K, d), 2, offsetof(BlockQ5_K, dmin));
+    default: return 0;
   }
 }
 

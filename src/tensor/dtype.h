@@ -63,6 +63,10 @@ int DTypeBlockElems(DType t);
 size_t DTypeBlockBytes(DType t);
 // Every block-quantized type (the ggml ones and Q4_BF16).
 bool IsQuantized(DType t);
+// Byte offsets within one block of t of its fp16 fields (scales, and mins
+// where the type has them) into offsets[0..1]; returns how many (0 for float,
+// integer and Q4_BF16 types). A block's values are all finite iff these are.
+int BlockHalfOffsets(DType t, int* offsets);
 // Bytes of a row of `n` elements. REQUIRES: n % DTypeBlockElems(t) == 0.
 inline size_t RowBytes(DType t, int64_t n) {
   return static_cast<size_t>(n / DTypeBlockElems(t)) * DTypeBlockBytes(t);
