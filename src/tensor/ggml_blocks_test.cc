@@ -258,5 +258,20 @@ TEST(GgmlBlocksTest, QuantizeKeepsZeroAndConstantRows) {
   }
 }
 
+TEST(GgmlBlocksTest, QuantizeHandlesScalesBelowFp16Range) {
+  // Steps that round to fp16 subnormals or zero: the quants stay in range
+  // and the values finite.
+  for (const TypeCase& c : kTypes) {
+    std::vector<float> x(kSuperBlock), y(kSuperBlock);
+    for (int i = 0; i < kSuperBlock; ++i) x[i] = (i % 7 - 3) * 1e-9f;
+    x[5] = 3e-6f;
+    x[200] = -1e30f * 0.f;
+    std::vector<uint8_t> q(RowBytes(c.dtype, kSuperBlock));
+    QuantizeRow(c.dtype, x.data(), q.data(), kSuperBlock);
+    DequantizeRow(c.dtype, q.data(), y.data(), kSuperBlock);
+    for (int i = 0; i < kSuperBlock; ++i) ASSERT_TRUE(std::isfinite(y[i])) << c.name << " " << i;
+  }
+}
+
 }  // namespace
 }  // namespace specd

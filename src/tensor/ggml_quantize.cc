@@ -24,8 +24,12 @@
 namespace specd {
 namespace {
 
-// Round half to even, as ggml's nearest_int.
-int NearestInt(float v) { return static_cast<int>(std::nearbyint(v)); }
+// Round half to even, as ggml's nearest_int; saturates far outside the int
+// range (every caller clamps to a few bits) and maps NaN to 0.
+int NearestInt(float v) {
+  if (!(std::fabs(v) < 1e9f)) return std::isnan(v) ? 0 : (v > 0 ? 1000000000 : -1000000000);
+  return static_cast<int>(std::nearbyint(v));
+}
 
 int Clamp(int v, int lo, int hi) { return std::min(hi, std::max(lo, v)); }
 
