@@ -26,6 +26,11 @@ bool AmxActive();
 // nothing when the CPU, the OS or this build cannot run them.
 bool SetAmx(bool on);
 
+// How the ggml block types without an integer kernel (Q4_1 ... IQ4_XS) are
+// dequantized now: "avx2" (every quantized path but scalar, on a CPU with
+// AVX2) or "portable". Either gives the same values (cpu/dequant_matmul.h).
+const char* ActiveDequantPath();
+
 Bf16DotPath ActiveBf16Path();
 // Returns false and changes nothing when the CPU lacks AVX512-BF16.
 bool SetBf16Path(Bf16DotPath path);

@@ -178,6 +178,15 @@ std::vector<Case> AllCases() {
 
 INSTANTIATE_TEST_SUITE_P(All, GgmlMatMulTest, testing::ValuesIn(AllCases()), CaseName);
 
+TEST(DequantPathTest, FollowsTheQuantizedDotPath) {
+  ASSERT_TRUE(SetQuantDotIsa(QuantDotIsa::kScalar));
+  EXPECT_STREQ(ActiveDequantPath(), "portable");
+  if (SetQuantDotIsa(QuantDotIsa::kAvx2)) {
+    EXPECT_STREQ(ActiveDequantPath(), "avx2");
+  }
+  SetQuantDotIsa(GetKernelPaths().quant_dot);
+}
+
 // Byte offsets of each type's fp16 fields (tensor/ggml_blocks.h).
 std::vector<int> HalfOffsets(DType t) {
   switch (t) {

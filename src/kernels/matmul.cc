@@ -358,6 +358,18 @@ void DequantMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const 
   });
 }
 
+}  // namespace
+
+const char* ActiveDequantPath() {
+  EnsureKernelPathsInitialized();
+  const cpu::DequantRowFn avx2 = cpu::DequantRowAvx2(DType::kQ4_K);
+  return avx2 != nullptr && cpu::DequantRowFor(DType::kQ4_K, ActiveQuantDotIsa()) == avx2
+             ? "avx2"
+             : "portable";
+}
+
+namespace {
+
 // x [n_tokens, k] rounded to bf16 rows of ldx elements (zero past k), in
 // *out; avx512: the AVX512-BF16 conversion, else the portable one (the same
 // rounding).
