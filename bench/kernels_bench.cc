@@ -8,6 +8,10 @@
 //                                y = x · Wᵀ at the Llama-3.2-1B shapes;
 //                                "weight_GBps" counts weight bytes read per
 //                                second, comparable with BM_ReadBandwidth.
+//   BM_MatMulGgml/<dtype>/<rows>/<cols>/<n_tokens>/<threads>
+//                                the same for the ggml block types that are
+//                                dequantized to f32 rows (Q4_1 ... IQ4_XS),
+//                                with Q4_0 and F32 as baselines.
 //   BM_ThreadPoolRun/<threads>   fork/join cost of an empty parallel region.
 //   BM_Attention/<shape>/<n_q>/<n_ctx>/<threads>
 //                                paged attention (16-slot pages) of n_q query
@@ -37,6 +41,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <random>
@@ -175,8 +180,21 @@ const std::vector<uint8_t>& Weights(DType dtype, int64_t rows, int64_t cols) {
       for (size_t i = 0; i < n; i += sizeof(BlockQ4_BF16)) std::memcpy(p + i, &bf16_scale, 2);
       break;
     }
-    default:
+    default: {
+      // The other block types: 16 quantized random rows, repeated.
+      const size_t row_bytes = RowBytes(dtype, cols);
+      std::normal_distribution<float> dist(0.f, 0.02f);
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        if (r < 16) {
+          for (auto& v : row) v = dist(rng);
+          QuantizeRow(dtype, row.data(), p + r * row_bytes, cols);
+        } else {
+          std::memcpy(p + r * row_bytes, p + (r % 16) * row_bytes, row_bytes);
+        }
+      }
       break;
+    }
   }
   return cache.bytes;
 }
@@ -243,6 +261,35 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
   }
 }
 BENCHMARK(BM_MatMul)->Apply(MatMulArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+constexpr DType kGgmlDtypes[] = {DType::kQ4_0,  DType::kF32,  DType::kQ4_1,  DType::kQ5_0,
+                                 DType::kQ5_1,  DType::kQ2_K, DType::kQ3_K,  DType::kQ4_K,
+                                 DType::kQ5_K,  DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
+
+void BM_MatMulGgml(benchmark::State& state) {
+  const DType dtype = kGgmlDtypes[state.range(0)];
+  const int64_t rows = state.range(1), cols = state.range(2);
+  const auto& bytes = Weights(dtype, rows, cols);
+  TensorView w;
+  w.name = "bench";
+  w.dtype = dtype;
+  w.shape = {rows, cols};
+  w.data = bytes.data();
+  w.nbytes = bytes.size();
+  TimeMatMul(state, w, static_cast<int>(state.range(3)), static_cast<int>(state.range(4)),
+             DTypeName(dtype));
+}
+void MatMulGgmlArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"dtype", "rows", "cols", "tok", "thr"});
+  for (int dt = 0; dt < static_cast<int>(std::size(kGgmlDtypes)); ++dt) {
+    for (auto [rows, cols] : {std::pair{2048, 2048}, {8192, 2048}, {2048, 8192}}) {
+      for (int tok : {1, 16}) {
+        for (int thr : {1, 2}) b->Args({dt, rows, cols, tok, thr});
+      }
+    }
+  }
+}
+BENCHMARK(BM_MatMulGgml)->Apply(MatMulGgmlArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // Q4_0 / Q8_0 repacked into 16-row groups (RepackForMatMul), the same shapes
 // as BM_MatMul's rows: compare with BM_MatMul/dtype:4 (q4_0) and 3 (q8_0).

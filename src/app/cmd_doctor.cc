@@ -28,8 +28,11 @@ void PrintCpuSection() {
               specd::kernels::ActiveFloatTarget());
   std::printf("  decode reads one weight row at a time (--no-stream-decode: 4 side by side); %s\n",
               specd::kernels::CalibrateStreamPrefetch().Summary().c_str());
-  std::printf("  batch invariance: q8_0/q4_0/q4_bf16/f32/f16 matmuls always (one summation "
-              "order for every token count); bf16: %s\n",
+  std::printf("  q4_1, q5_0, q5_1, q2_k..q6_k, iq4_nl, iq4_xs: each weight row dequantized "
+              "exactly (%s code), then the f32 kernel\n",
+              specd::kernels::ActiveDequantPath());
+  std::printf("  batch invariance: q8_0/q4_0/q4_bf16/f32/f16 and the ggml block types above "
+              "always (one summation order for every token count); bf16: %s\n",
               specd::kernels::BatchInvariantEnabled()
                   ? "on (SPECD_DETERMINISTIC=1 / --deterministic: no AMX-BF16 tiles)"
                   : "off where AMX-BF16 tiles run multi-token matmuls (--deterministic or "

@@ -31,7 +31,8 @@ void AddMakeModelCommand(CLI::App& root, int* exit_code) {
   sub->add_option("--format", args->options.format, "safetensors (--out is a folder) or gguf "
                                                     "(--out is a file)")
       ->capture_default_str();
-  sub->add_option("--dtype", args->dtype, "f32, f16, bf16; q8_0 and q4_0 with gguf only")
+  sub->add_option("--dtype", args->dtype,
+                  "f32, f16, bf16; quantized types (q8_0, q4_0, q4_k, ...) with gguf only")
       ->capture_default_str();
   sub->add_option("--out", args->options.out, "Output folder (safetensors) or .gguf file")
       ->required();

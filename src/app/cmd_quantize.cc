@@ -62,7 +62,10 @@ void AddQuantizeCommand(CLI::App& root, int* exit_code) {
                   "them, from a BF16/F32 safetensors folder")
       ->capture_default_str();
   auto* dtype = sub->add_option("--dtype", args->dtype,
-                                "gguf: matrix dtype q8_0, q4_0, f16, bf16 or f32 (norms and "
+                                "gguf: matrix dtype q8_0, q4_0, f16, bf16, f32, or q4_1, q5_0, "
+                                "q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (the K and IQ4 "
+                                "types round to nearest, without llama.cpp's scale search; "
+                                "matrices whose rows are not whole blocks stay f16; norms and "
                                 "biases stay f32)")
                     ->capture_default_str();
   sub->add_option("--ignore", args->ignore,

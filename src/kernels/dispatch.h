@@ -14,7 +14,8 @@ namespace specd::kernels {
 
 QuantDotIsa ActiveQuantDotIsa();
 // Selects the Q8_0/Q4_0 path, and with it the Q4_BF16 kernel (avx512vnni ->
-// AVX-512, avx2/avxvnni -> AVX2, scalar). Returns false and changes nothing
+// AVX-512, avx2/avxvnni -> AVX2, scalar) and the dequantizer of the other
+// ggml block types (AVX2 on every path but scalar). Returns false and changes nothing
 // when this CPU (or this build) lacks it.
 bool SetQuantDotIsa(QuantDotIsa isa);
 
@@ -24,6 +25,11 @@ bool AmxActive();
 // Turns the AMX kernels on or off. Turning them on returns false and changes
 // nothing when the CPU, the OS or this build cannot run them.
 bool SetAmx(bool on);
+
+// How the ggml block types without an integer kernel (Q4_1 ... IQ4_XS) are
+// dequantized now: "avx2" (every quantized path but scalar, on a CPU with
+// AVX2) or "portable". Either gives the same values (cpu/dequant_matmul.h).
+const char* ActiveDequantPath();
 
 Bf16DotPath ActiveBf16Path();
 // Returns false and changes nothing when the CPU lacks AVX512-BF16.
@@ -64,7 +70,8 @@ void SetStreamPrefetchBytes(int bytes);
 // Batch invariance: a token's matmul outputs are bitwise the same whether it
 // is multiplied alone or inside a batch of any size at any offset. Q8_0, Q4_0
 // (every kernel sums in one order, cpu/quant_kernels.h), Q4_BF16, F32 and F16
-// matmuls, attention and RMSNorm are so in every mode, and so is BF16 on
+// matmuls, the other ggml block types (dequantized rows through the F32
+// kernel, cpu/dequant_matmul.h), attention and RMSNorm are so in every mode, and so is BF16 on
 // AVX512-BF16 and Highway. Batch-invariant mode (default off;
 // SPECD_DETERMINISTIC=1 or --deterministic turns it on) additionally keeps
 // BF16 matmuls of several tokens off the AMX-BF16 tiles, which sum in another

@@ -2,7 +2,9 @@
 // split of output rows across threads.
 //
 // Q4_BF16 keeps f32 activations (W4A16) and has its own kernels
-// (cpu/int4_kernels.h).
+// (cpu/int4_kernels.h). The other ggml block types (Q4_1, Q5_0, Q5_1, the
+// K-quants, IQ4_NL, IQ4_XS) keep f32 activations too: their rows are
+// dequantized exactly and multiplied by the F32 kernel (cpu/dequant_matmul.h).
 //
 // Q8_0/Q4_0: every kernel sums a token's block terms in one order
 // (cpu/quant_kernels.h), so the kernel a token count selects never changes a
@@ -27,6 +29,7 @@
 #include "kernels/cpu/bf16_amx.h"
 #include "kernels/cpu/bf16_avx512.h"
 #include "kernels/cpu/bf16_rows16.h"
+#include "kernels/cpu/dequant_matmul.h"
 #include "kernels/cpu/float_ops.h"
 #include "kernels/cpu/int4_kernels.h"
 #include "kernels/cpu/quant_rows16.h"
@@ -333,6 +336,40 @@ void Int4MatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const flo
   });
 }
 
+// The weight-read layout of the float kernels (float_ops.h) for one call.
+cpu::DecodeReads FloatDecodeReads() {
+  cpu::DecodeReads reads;
+  reads.stream = g_stream.load(std::memory_order_relaxed);
+  reads.stream_prefetch = g_stream_prefetch.load(std::memory_order_relaxed);
+  reads.prefetch_rows = g_prefetch.load(std::memory_order_relaxed) ? 4 : 0;
+  return reads;
+}
+
+// The ggml block types without an integer kernel: rows dequantized exactly,
+// then the F32 kernel (cpu/dequant_matmul.h). Batch-invariant in every mode.
+void DequantMatMul(const TensorView& w, int64_t row_begin, int64_t n_out, const float* x,
+                   int n_tokens, float* y, ThreadPool* pool) {
+  const cpu::DequantRowFn dequant = cpu::DequantRowFor(w.dtype, ActiveQuantDotIsa());
+  const cpu::DecodeReads reads = FloatDecodeReads();
+  const int64_t k = w.cols();
+  RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
+    cpu::DequantMatRows(dequant, w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, x, n_tokens,
+                        y + r0, n_out, reads);
+  });
+}
+
+}  // namespace
+
+const char* ActiveDequantPath() {
+  EnsureKernelPathsInitialized();
+  const cpu::DequantRowFn avx2 = cpu::DequantRowAvx2(DType::kQ4_K);
+  return avx2 != nullptr && cpu::DequantRowFor(DType::kQ4_K, ActiveQuantDotIsa()) == avx2
+             ? "avx2"
+             : "portable";
+}
+
+namespace {
+
 // x [n_tokens, k] rounded to bf16 rows of ldx elements (zero past k), in
 // *out; avx512: the AVX512-BF16 conversion, else the portable one (the same
 // rounding).
@@ -503,6 +540,18 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
     case DType::kQ4_BF16:
       Int4MatMul(w, row_begin, n_out, x, n_tokens, y, pool);
       return;
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+      DequantMatMul(w, row_begin, n_out, x, n_tokens, y, pool);
+      return;
     case DType::kBF16:
       if (w.layout == WeightLayout::kRows16) {
         Bf16Rows16MatMul(w, row_begin, n_out, x, n_tokens, y, pool);
@@ -518,10 +567,7 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
       auto fn = w.dtype == DType::kF32   ? cpu::MatRowsF32
                 : w.dtype == DType::kF16 ? cpu::MatRowsF16
                                          : cpu::MatRowsBF16;
-      cpu::DecodeReads reads;
-      reads.stream = g_stream.load(std::memory_order_relaxed);
-      reads.stream_prefetch = g_stream_prefetch.load(std::memory_order_relaxed);
-      reads.prefetch_rows = g_prefetch.load(std::memory_order_relaxed) ? 4 : 0;
+      const cpu::DecodeReads reads = FloatDecodeReads();
       RunRows(n_out, k * n_tokens, pool, [&](int64_t r0, int64_t r1) {
         fn(w.row(row_begin + r0), w.row_bytes(), r1 - r0, k, x, n_tokens, y + r0, n_out, reads);
       });
@@ -532,7 +578,7 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
       // here is a caller bug. NaN outputs make it impossible to miss.
       LogOnce(LogLevel::kError, std::string("matmul-dtype-") + DTypeName(w.dtype), "matmul",
               std::string("MatMul: weight '") + w.name + "' has dtype " + DTypeName(w.dtype) +
-                  ", expected f32, f16, bf16, q8_0, q4_0 or q4_bf16");
+                  ", expected a float or block-quantized dtype");
       FillNaN(y, n_out * n_tokens);
       return;
   }

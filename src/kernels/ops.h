@@ -19,7 +19,9 @@ namespace specd::kernels {
 // Q8_0/Q4_0 weights quantize x to 8 bits per block of 32 (as llama.cpp does)
 // so the inner loop is an integer dot product. Q4_BF16 weights (W4A16) keep x
 // in f32: the result is within f32 rounding of x times the dequantized
-// weights, and batch-invariant in every mode.
+// weights, and batch-invariant in every mode. So do the other ggml block
+// types (Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS): their outputs are
+// bitwise those of the F32 matmul of the exactly dequantized weights.
 void MatMul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadPool* pool);
 
 // Same, restricted to output rows [row_begin, row_end) of W (for vocab-parallel

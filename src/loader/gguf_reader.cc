@@ -210,28 +210,43 @@ std::string GgmlTypeName(uint32_t type) {
   return "type " + std::to_string(type);
 }
 
-StatusOr<DType> DTypeFromGgml(uint32_t type) {
-  switch (type) {
-    case kGgmlF32: return DType::kF32;
-    case kGgmlF16: return DType::kF16;
-    case kGgmlQ4_0: return DType::kQ4_0;
-    case kGgmlQ8_0: return DType::kQ8_0;
-    case kGgmlBF16: return DType::kBF16;
-    default:
-      return UnsupportedError("unsupported tensor type " + GgmlTypeName(type) +
-                              " (supported: F32, F16, BF16, Q8_0, Q4_0)");
-  }
+namespace {
+
+struct GgmlDType {
+  uint32_t ggml;
+  DType dtype;
+};
+constexpr GgmlDType kGgmlDTypes[] = {
+    {kGgmlF32, DType::kF32},       {kGgmlF16, DType::kF16},       {kGgmlBF16, DType::kBF16},
+    {kGgmlQ8_0, DType::kQ8_0},     {kGgmlQ4_0, DType::kQ4_0},     {kGgmlQ4_1, DType::kQ4_1},
+    {kGgmlQ5_0, DType::kQ5_0},     {kGgmlQ5_1, DType::kQ5_1},     {kGgmlQ2_K, DType::kQ2_K},
+    {kGgmlQ3_K, DType::kQ3_K},     {kGgmlQ4_K, DType::kQ4_K},     {kGgmlQ5_K, DType::kQ5_K},
+    {kGgmlQ6_K, DType::kQ6_K},     {kGgmlIQ4_NL, DType::kIQ4_NL}, {kGgmlIQ4_XS, DType::kIQ4_XS},
+};
+
+}  // namespace
+
+const char* SupportedGgmlTypes() {
+  return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, "
+         "IQ4_XS";
 }
 
-uint32_t GgmlFromDType(DType t) {
-  switch (t) {
-    case DType::kF32: return kGgmlF32;
-    case DType::kF16: return kGgmlF16;
-    case DType::kBF16: return kGgmlBF16;
-    case DType::kQ8_0: return kGgmlQ8_0;
-    case DType::kQ4_0: return kGgmlQ4_0;
-    default: return kGgmlF32;
+StatusOr<DType> DTypeFromGgml(uint32_t type) {
+  for (const GgmlDType& m : kGgmlDTypes) {
+    if (m.ggml == type) return m.dtype;
   }
+  return UnsupportedError("unsupported tensor type " + GgmlTypeName(type) + " (supported: " +
+                          SupportedGgmlTypes() + ")");
+}
+
+bool GgmlFromDType(DType t, uint32_t* type) {
+  for (const GgmlDType& m : kGgmlDTypes) {
+    if (m.dtype == t) {
+      *type = m.ggml;
+      return true;
+    }
+  }
+  return false;
 }
 
 namespace {
@@ -378,9 +393,9 @@ StatusOr<GgufFile> ParseGguf(const uint8_t* data, size_t size, const std::string
     RETURN_IF_ERROR(c.Read(&ti.ggml_type, "type of " + what));
     auto dt = DTypeFromGgml(ti.ggml_type);
     if (!dt.ok()) {
-      return UnsupportedError(fmt::format(
-          "{}: unsupported tensor type {} in tensor {} (supported: F32, F16, BF16, Q8_0, Q4_0)",
-          path, GgmlTypeName(ti.ggml_type), ti.name));
+      return UnsupportedError(fmt::format("{}: unsupported tensor type {} in tensor {} (supported: {})",
+                                          path, GgmlTypeName(ti.ggml_type), ti.name,
+                                          SupportedGgmlTypes()));
     }
     ti.dtype = *dt;
     RETURN_IF_ERROR(c.Read(&ti.offset, "data offset of " + what));

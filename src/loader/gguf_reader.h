@@ -28,14 +28,18 @@ const char* GgufTypeName(GgufType t);
 
 // ggml_type values this project reads or writes.
 enum GgmlType : uint32_t {
-  kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8, kGgmlBF16 = 30,
+  kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ4_1 = 3, kGgmlQ5_0 = 6, kGgmlQ5_1 = 7,
+  kGgmlQ8_0 = 8, kGgmlQ2_K = 10, kGgmlQ3_K = 11, kGgmlQ4_K = 12, kGgmlQ5_K = 13,
+  kGgmlQ6_K = 14, kGgmlIQ4_NL = 20, kGgmlIQ4_XS = 23, kGgmlBF16 = 30,
 };
 // ggml's name for a tensor type ("Q4_K", "IQ2_XS", ...); "type N" if unknown.
 std::string GgmlTypeName(uint32_t type);
-// F32/F16/Q8_0/Q4_0/BF16, else Unsupported.
+// The tensor types specd reads, for messages: "F32, F16, BF16, Q8_0, ...".
+const char* SupportedGgmlTypes();
+// The dtype of every type above, else Unsupported.
 StatusOr<DType> DTypeFromGgml(uint32_t type);
-// Inverse for writing. REQUIRES: t is f32, f16, bf16, q8_0 or q4_0.
-uint32_t GgmlFromDType(DType t);
+// Inverse for writing; false when t has no ggml type (q4_bf16, integers).
+bool GgmlFromDType(DType t, uint32_t* type);
 
 // One metadata value. Scalars fill exactly one of i/u/f/b/s; arrays fill
 // elem_type and either strs (string arrays) or nums (numeric and bool arrays;

@@ -118,6 +118,34 @@ TEST(GgufParseTest, ReadsTypedMetadataAndTensorInfos) {
   EXPECT_EQ(f->GetInt("nope").status().code(), StatusCode::kNotFound);
 }
 
+TEST(GgufParseTest, ReadsEveryGgmlBlockType) {
+  const struct {
+    uint32_t ggml;
+    DType dtype;
+  } kTypes[] = {{3, DType::kQ4_1},  {6, DType::kQ5_0},  {7, DType::kQ5_1},   {10, DType::kQ2_K},
+                {11, DType::kQ3_K}, {12, DType::kQ4_K}, {13, DType::kQ5_K},  {14, DType::kQ6_K},
+                {20, DType::kIQ4_NL}, {23, DType::kIQ4_XS}};
+  for (const auto& c : kTypes) {
+    SCOPED_TRACE(DTypeName(c.dtype));
+    // Rows of two blocks, three rows.
+    const int64_t row = 2 * DTypeBlockElems(c.dtype);
+    const size_t nbytes = 6 * DTypeBlockBytes(c.dtype);
+    Bytes b;
+    b.Header(1, 0).Info("w", {row, 3}, c.ggml, 0).Align().Zeros((nbytes + 31) / 32 * 32);
+    auto f = Parse(b.str());
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ(f->tensors[0].dtype, c.dtype);
+    EXPECT_EQ(f->tensors[0].nbytes, nbytes);
+    uint32_t back = 0;
+    EXPECT_TRUE(GgmlFromDType(c.dtype, &back));
+    EXPECT_EQ(back, c.ggml);
+    // One byte short of the data: the tensor runs past the end.
+    Bytes shorter;
+    shorter.Header(1, 0).Info("w", {row, 3}, c.ggml, 0).Align().Zeros(nbytes - 1);
+    ExpectError(shorter.str(), StatusCode::kCorruption, {"tensor 'w'", "past its end"});
+  }
+}
+
 TEST(GgufParseTest, BadMagicAndVersion) {
   ExpectError("GGU", StatusCode::kCorruption, {"truncated"});
   ExpectError("GGML\3\0\0\0", StatusCode::kCorruption, {"magic", "47 47 4d 4c"});
@@ -163,9 +191,12 @@ TEST(GgufParseTest, BadTensorInfos) {
               {"tensor 'blk.0.attn_q.weight'", "negative"});
   ExpectError(one({1LL << 40, 1LL << 40}, kGgmlF32, 0, 256), StatusCode::kCorruption,
               {"tensor 'blk.0.attn_q.weight'", "overflows"});
-  ExpectError(one({32, 2}, 12, 0, 256), StatusCode::kUnsupported,
-              {"unsupported tensor type Q4_K in tensor blk.0.attn_q.weight (supported: F32, F16"});
+  ExpectError(one({32, 2}, 16, 0, 256), StatusCode::kUnsupported,
+              {"unsupported tensor type IQ2_XXS in tensor blk.0.attn_q.weight (supported: F32, F16, "
+               "BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)"});
   ExpectError(one({32, 2}, 19, 0, 256), StatusCode::kUnsupported, {"IQ1_S"});
+  ExpectError(one({32, 2}, kGgmlQ4_K, 0, 256), StatusCode::kCorruption,
+              {"row length 32", "Q4_K block size 256"});
   ExpectError(one({32, 2}, 99, 0, 256), StatusCode::kUnsupported, {"type 99"});
   ExpectError(one({33, 2}, kGgmlQ4_0, 0, 256), StatusCode::kCorruption,
               {"row length 33", "Q4_0 block size 32"});

@@ -41,19 +41,27 @@ int64_t FirstNonFinite(DType dtype, const uint8_t* p, int64_t n) {
   }
 }
 
-// Index of the first block whose fp16 scale is not finite, or -1.
+// Index of the first block with a non-finite fp16 scale or min, or -1.
 int64_t FirstBadScale(DType dtype, const uint8_t* p, int64_t blocks) {
-  const size_t stride = dtype == DType::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+  const size_t stride = DTypeBlockBytes(dtype);
+  int offsets[2];
+  const int n_halves = BlockHalfOffsets(dtype, offsets);
   for (int64_t b = 0; b < blocks; ++b) {
-    uint16_t d;
-    std::memcpy(&d, p + static_cast<size_t>(b) * stride, 2);
-    if (Fp16NonFinite(d)) return b;
+    for (int i = 0; i < n_halves; ++i) {
+      uint16_t d;
+      std::memcpy(&d, p + static_cast<size_t>(b) * stride + offsets[i], 2);
+      if (Fp16NonFinite(d)) return b;
+    }
   }
   return -1;
 }
 
 bool IsFloat(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }
-bool IsBlockQuant(DType d) { return d == DType::kQ8_0 || d == DType::kQ4_0; }
+// Block types with fp16 scales (every ggml type; not Q4_BF16).
+bool HasHalfScales(DType d) {
+  int offsets[2];
+  return BlockHalfOffsets(d, offsets) > 0;
+}
 
 // Norm weights and token embeddings: where a NaN poisons every token.
 bool DefaultScanned(const std::string& name) {
@@ -141,15 +149,17 @@ Status CheckTensorValues(const std::map<std::string, TensorView>& tensors, Check
         where = fmt::format("element {} (row {}, column {})", bad, bad / std::max<int64_t>(1, t.cols()),
                             bad % std::max<int64_t>(1, t.cols()));
       }
-    } else if (IsBlockQuant(t.dtype)) {
-      // The block scales are always read (cheap: 2 bytes in 18 or 34).
-      const int64_t blocks = t.numel() / kQuantBlock;
+    } else if (HasHalfScales(t.dtype)) {
+      // The block scales are always read (cheap: 2 or 4 bytes in 18 to 210).
+      const int64_t block = DTypeBlockElems(t.dtype);
+      const int64_t blocks = t.numel() / block;
       bad = FirstBadScale(t.dtype, p, blocks);
-      scanned += static_cast<size_t>(blocks) * 2;
+      int offsets[2];
+      scanned += static_cast<size_t>(blocks) * 2 * BlockHalfOffsets(t.dtype, offsets);
       if (bad >= 0) {
-        const int64_t per_row = std::max<int64_t>(1, t.cols() / kQuantBlock);
+        const int64_t per_row = std::max<int64_t>(1, t.cols() / block);
         where = fmt::format("the scale of block {} (row {}, elements {}..{})", bad, bad / per_row,
-                            (bad % per_row) * kQuantBlock, (bad % per_row) * kQuantBlock + kQuantBlock - 1);
+                            (bad % per_row) * block, (bad % per_row) * block + block - 1);
       }
     }
     if (bad >= 0) {

@@ -7,8 +7,8 @@
 //
 // Values (--check-tensors, as llama.cpp's): every float a tensor holds must be
 // finite. kDefault scans what a NaN/Inf most often hides in and costs least:
-// norm weights, token embeddings, and the fp16 block scales of Q8_0/Q4_0
-// tensors (a quantized value is finite iff its block scale is). kFull scans
+// norm weights, token embeddings, and the fp16 block scales (and mins) of the
+// ggml block types (a quantized value is finite iff they are). kFull scans
 // every element of every float tensor too. kOff scans nothing.
 // The check reads raw bits (an exponent of all ones), so it never converts.
 #pragma once

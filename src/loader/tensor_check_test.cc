@@ -118,6 +118,22 @@ TEST(TensorCheckTest, DefaultScansNormsEmbeddingsAndScalesFullScansAll) {
   EXPECT_TRUE(CheckTensorValues(mq, CheckTensors::kFull, "m").ok());
 }
 
+TEST(TensorCheckTest, FindsANonFiniteMinOfAKQuantBlock) {
+  // Q4_K: 256-element blocks with an fp16 scale and an fp16 min.
+  std::vector<float> y(1024, 0.5f);
+  std::vector<BlockQ4_K> q(4);
+  QuantizeRow(DType::kQ4_K, y.data(), q.data(), 1024);
+  q[3].dmin = 0x7E00;  // fp16 NaN
+  std::map<std::string, TensorView> m;
+  m["w"] = View("w", DType::kQ4_K, {2, 512}, q.data());
+  Status s = CheckTensorValues(m, CheckTensors::kDefault, "m");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("the scale of block 3 (row 1, elements 256..511)"), std::string::npos)
+      << s.message();
+  q[3].dmin = 0x3C00;
+  EXPECT_TRUE(CheckTensorValues(m, CheckTensors::kDefault, "m").ok());
+}
+
 TEST(TensorCheckTest, ParseNamesTheAcceptedValues) {
   EXPECT_EQ(*ParseCheckTensors("off"), CheckTensors::kOff);
   EXPECT_EQ(*ParseCheckTensors("default"), CheckTensors::kDefault);

@@ -5,7 +5,7 @@
 namespace specd {
 
 StatusOr<ShardPlan> ShardPlan::Create(const ModelConfig& c, int rank, int world, bool quantized,
-                                      bool expert_parallel) {
+                                      bool expert_parallel, int quant_block) {
   ShardPlan p;
   p.rank = rank;
   p.world = world;
@@ -61,21 +61,22 @@ StatusOr<ShardPlan> ShardPlan::Create(const ModelConfig& c, int rank, int world,
   if (quantized && world > 1) {
     // Routed experts are what INT4 checkpoints quantize; the shared experts
     // (often left in BF16) are checked per tensor when bound.
-    if (!expert_parallel && p.expert_ffn_len % 32 != 0)
+    const int qb = quant_block;
+    if (!expert_parallel && p.expert_ffn_len % qb != 0)
       return InvalidArgumentError(fmt::format(
           "tensor parallelism {}: each rank's share of an expert is {} columns of down_proj, "
-          "not a multiple of the 32-element quantization block (--ep keeps experts whole)",
-          world, p.expert_ffn_len));
-    if (p.ffn_len % 32 != 0)
+          "not a multiple of the {}-element quantization block (--ep keeps experts whole)",
+          world, p.expert_ffn_len, qb));
+    if (p.ffn_len % qb != 0)
       return InvalidArgumentError(fmt::format(
           "tensor parallelism {}: each rank's share of ffn_dim is {} columns of down_proj, not a "
-          "multiple of the 32-element Q8_0/Q4_0 block, so quantized blocks cannot be sliced",
-          world, p.ffn_len));
-    if (o_cols % 32 != 0)
+          "multiple of the {}-element quantization block, so quantized blocks cannot be sliced",
+          world, p.ffn_len, qb));
+    if (o_cols % qb != 0)
       return InvalidArgumentError(fmt::format(
           "tensor parallelism {}: each rank's share of o_proj is {} columns, not a multiple of the "
-          "32-element Q8_0/Q4_0 block",
-          world, o_cols));
+          "{}-element quantization block",
+          world, o_cols, qb));
   }
   p.vocab_parallel = world > 1 && c.vocab_size % world == 0;
   p.vocab_len = p.vocab_parallel ? c.vocab_size / world : c.vocab_size;

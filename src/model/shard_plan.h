@@ -5,7 +5,8 @@
 //    output rows (whole heads for q/k/v, a range of FFN units for gate/up), so
 //    its slice of the stored weight is a zero-copy row range.
 //  - o and down are row-parallel: a rank holds the matching range of input
-//    columns (a copy, sliced on 32-element block boundaries for Q8_0/Q4_0),
+//    columns (a copy, sliced on block boundaries for quantized weights:
+//    32 elements, 256 for the K-quants and IQ4_XS),
 //    and the partial outputs are summed by an allreduce.
 //  - Query heads are split evenly. KV heads are split when n_kv_heads divides
 //    by the world size; when the world size divides by n_kv_heads, each KV head
@@ -42,10 +43,11 @@ struct ShardPlan {
   int vocab_begin = 0, vocab_len = 0;     // local LM-head rows
 
   // Explains which dimension does not divide when no valid plan exists.
-  // `quantized` requires row-parallel input slices on 32-element boundaries.
+  // `quantized` requires row-parallel input slices on `quant_block`-element
+  // boundaries (the largest block of the model's weight dtypes).
   // `expert_parallel`: whole routed experts per rank (MoE models only).
   static StatusOr<ShardPlan> Create(const ModelConfig& c, int rank, int world, bool quantized,
-                                    bool expert_parallel = false);
+                                    bool expert_parallel = false, int quant_block = 32);
   std::string ToString() const;
 };
 

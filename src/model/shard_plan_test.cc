@@ -119,6 +119,20 @@ TEST(ShardPlanTest, ErrorsNameTheDimensionThatDoesNotDivide) {
       << "the block rule applies only to quantized weights";
 }
 
+TEST(ShardPlanTest, KQuantSlicesFallOn256ElementBlocks) {
+  // ffn 512 / 4 = 128 columns of down_proj per rank: whole 32-element blocks,
+  // half a 256-element one. o_proj: 2 heads of 128 = 256 columns.
+  const ModelConfig c = Config(8, 8, 512, 1000, /*head_dim=*/128);
+  EXPECT_TRUE(ShardPlan::Create(c, 0, 4, true, false, 32).ok());
+  auto p = ShardPlan::Create(c, 0, 4, true, false, 256);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("ffn_dim is 128 columns of down_proj, not a multiple of "
+                                      "the 256-element quantization block"),
+            std::string::npos)
+      << p.status().message();
+  EXPECT_TRUE(ShardPlan::Create(c, 0, 2, true, false, 256).ok());
+}
+
 // MoE under TP: every rank holds a slice of every expert's units; under EP a
 // disjoint range of whole experts. Both cover each (expert, unit) exactly once.
 TEST(ShardPlanTest, MoeExpertsSplitByUnitsOrWhole) {

@@ -30,7 +30,7 @@ Status BindLinear(const Checkpoint& ck, const std::string& name, int64_t out_ful
   ASSIGN_OR_RETURN(TensorView w, ck.Get(name, {out_full, in_full}));
   if (w.dtype != DType::kF32 && w.dtype != DType::kF16 && w.dtype != DType::kBF16 &&
       !IsQuantized(w.dtype)) {
-    return UnsupportedError(fmt::format("{}: weight {} has dtype {}, expected a float or Q8_0/Q4_0",
+    return UnsupportedError(fmt::format("{}: weight {} has dtype {}, expected a float or block-quantized dtype",
                                         ck.path(), name, DTypeName(w.dtype)));
   }
   if (w.layout != WeightLayout::kRows &&

@@ -15,17 +15,6 @@
 namespace specd {
 namespace {
 
-// llama_ftype of a file whose matrices are `dtype`.
-uint32_t FileType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return 0;
-    case DType::kF16: return 1;
-    case DType::kQ4_0: return 2;
-    case DType::kQ8_0: return 7;
-    default: return 32;  // BF16
-  }
-}
-
 void SetMetadata(const ModelConfig& c, const GgufModelOptions& o, GgufWriter* w) {
   const MlaConfig& m = c.mla;
   const MoeConfig& e = c.moe;
@@ -65,7 +54,7 @@ void SetMetadata(const ModelConfig& c, const GgufModelOptions& o, GgufWriter* w)
   }
   u32("attention.key_length", m.kv_lora_rank + m.qk_rope_head_dim);
   u32("attention.value_length", m.kv_lora_rank);
-  w->SetU32("general.file_type", FileType(o.dtype));
+  w->SetU32("general.file_type", GgufFileType(o.dtype));
   u32("leading_dense_block_count", moe ? e.first_k_dense : c.n_layers);
   u32("vocab_size", c.vocab_size);
   u32("attention.q_lora_rank", m.q_lora_rank);
@@ -203,7 +192,7 @@ Status WriteDeepseek2Gguf(const ModelConfig& c, const std::vector<WeightSource>&
   auto add = [&](const std::string& name, const std::vector<int64_t>& shape, RowFn rows) {
     DType dt = dtype;
     if (shape.size() < 2 || EndsWith(name, "ffn_gate_inp.weight")) dt = DType::kF32;
-    if (IsQuantized(dt) && shape.back() % kQuantBlock != 0) {
+    if (shape.back() % DTypeBlockElems(dt) != 0) {
       if (n_fallback++ == 0) first_fallback = fmt::format("{} ({} columns)", name, shape.back());
       dt = DType::kF16;
     }
@@ -256,7 +245,7 @@ Status WriteDeepseek2Gguf(const ModelConfig& c, const std::vector<WeightSource>&
   if (n_fallback > 0) {
     LOG_INFO("write gguf", "{} tensors written as f16 instead of {}: rows not a multiple of {} "
              "(first: {})",
-             n_fallback, DTypeName(dtype), kQuantBlock, first_fallback);
+             n_fallback, DTypeName(dtype), DTypeBlockElems(dtype), first_fallback);
   }
   return w.Write(path);
 }

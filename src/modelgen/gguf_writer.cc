@@ -151,13 +151,33 @@ void GgufWriter::SetI32Array(const std::string& key, const std::vector<int32_t>&
   SetRaw(key, static_cast<uint32_t>(GgufType::kArray), std::move(b));
 }
 
+uint32_t GgufFileType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 0;
+    case DType::kF16: return 1;
+    case DType::kQ4_0: return 2;
+    case DType::kQ4_1: return 3;
+    case DType::kQ8_0: return 7;
+    case DType::kQ5_0: return 8;
+    case DType::kQ5_1: return 9;
+    case DType::kQ2_K: return 10;
+    case DType::kQ3_K: return 11;
+    case DType::kQ4_K: return 14;
+    case DType::kQ5_K: return 16;
+    case DType::kQ6_K: return 18;
+    case DType::kIQ4_NL: return 25;
+    case DType::kIQ4_XS: return 30;
+    default: return 32;  // BF16
+  }
+}
+
 Status GgufWriter::AddTensor(const std::string& name, DType dtype,
                              const std::vector<int64_t>& shape, RowFn rows) {
-  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16 &&
-      dtype != DType::kQ8_0 && dtype != DType::kQ4_0) {
+  uint32_t ggml_type;
+  if (!GgmlFromDType(dtype, &ggml_type)) {
     return InvalidArgumentError(fmt::format("GGUF tensor '{}': dtype {} cannot be written "
-                                            "(supported: f32, f16, bf16, q8_0, q4_0)",
-                                            name, DTypeName(dtype)));
+                                            "(supported: {})",
+                                            name, DTypeName(dtype), SupportedGgmlTypes()));
   }
   if (shape.empty() || shape.size() > 4) {
     return InvalidArgumentError(fmt::format("GGUF tensor '{}': shape {} must have 1 to 4 dims",
@@ -172,7 +192,7 @@ Status GgufWriter::AddTensor(const std::string& name, DType dtype,
                                             name, cols, DTypeName(dtype), DTypeBlockElems(dtype)));
   }
   size_t nbytes = RowBytes(dtype, cols) * static_cast<size_t>(cols ? numel / cols : 0);
-  tensors_.push_back({name, dtype, shape, std::move(rows), nbytes});
+  tensors_.push_back({name, dtype, ggml_type, shape, std::move(rows), nbytes});
   return Status::Ok();
 }
 
@@ -192,7 +212,7 @@ Status GgufWriter::Write(const std::string& path) const {
     AppendString(&head, t.name);
     Append<uint32_t>(&head, static_cast<uint32_t>(t.shape.size()));
     for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) Append<int64_t>(&head, *it);
-    Append<uint32_t>(&head, GgmlFromDType(t.dtype));
+    Append<uint32_t>(&head, t.ggml_type);
     Append<uint64_t>(&head, offset);
     offset += (t.nbytes + kAlignment - 1) / kAlignment * kAlignment;
   }

@@ -1,5 +1,7 @@
-// Writes GGUF v3 files: typed metadata plus F32/F16/BF16/Q8_0/Q4_0 tensors,
-// streamed row by row so a multi-GiB model never sits in memory twice.
+// Writes GGUF v3 files: typed metadata plus tensors of every dtype with a ggml
+// type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL,
+// IQ4_XS; quantized with QuantizeRow), streamed row by row so a multi-GiB
+// model never sits in memory twice.
 //
 // Names and layout are the caller's: use llama.cpp names ("blk.0.attn_q.weight")
 // and, for arch llama, q/k rows already in llama.cpp's permuted order
@@ -19,6 +21,10 @@ namespace specd {
 
 struct GgufVocab;  // loader/checkpoint.h
 
+// llama.cpp's general.file_type (llama_ftype) of a file whose matrices are
+// `dtype` (the K-quants as their _S variant: every matrix in that type).
+uint32_t GgufFileType(DType dtype);
+
 // Produces row `row` of a tensor as `cols` f32 values into `out`.
 // Must be deterministic; may be called from one thread only.
 using RowFn = std::function<void(int64_t row, float* out)>;
@@ -36,8 +42,8 @@ class GgufWriter {
 
   // `shape` in PyTorch order (outermost first; written reversed, as ggml
   // wants). Rows are shape.back() long; `rows` is called once per row and its
-  // output converted to `dtype`. InvalidArgument if dtype is not one of
-  // F32/F16/BF16/Q8_0/Q4_0 or a quantized row is not a multiple of 32.
+  // output converted to `dtype` (QuantizeRow). InvalidArgument if dtype has
+  // no ggml type or a row is not a whole number of its blocks.
   Status AddTensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
                    RowFn rows);
 
@@ -48,6 +54,7 @@ class GgufWriter {
   struct Tensor {
     std::string name;
     DType dtype;
+    uint32_t ggml_type;
     std::vector<int64_t> shape;
     RowFn rows;
     size_t nbytes;

@@ -261,9 +261,7 @@ Status WriteGgufModel(const ModelConfig& c, const std::vector<WeightSource>& wei
   const std::string p = arch + ".";
   w.SetString("general.architecture", arch);
   w.SetString("general.name", options.name);
-  uint32_t file_type = dtype == DType::kF32 ? 0 : dtype == DType::kF16 ? 1
-                       : dtype == DType::kQ4_0 ? 2 : dtype == DType::kQ8_0 ? 7 : 32;
-  w.SetU32("general.file_type", file_type);
+  w.SetU32("general.file_type", GgufFileType(dtype));
   w.SetU32(p + "context_length", static_cast<uint32_t>(c.max_seq_len));
   w.SetU32(p + "embedding_length", static_cast<uint32_t>(c.hidden_dim));
   w.SetU32(p + "block_count", static_cast<uint32_t>(c.n_layers));
@@ -317,14 +315,20 @@ Status WriteGgufModel(const ModelConfig& c, const std::vector<WeightSource>& wei
   if (c.eos_ids.size() > 2) w.SetU32("tokenizer.ggml.eom_token_id", static_cast<uint32_t>(c.eos_ids[2]));
 
   const bool permute = arch == "llama";
-  std::vector<std::string> fallbacks;  // quantized rows must be whole 32-element blocks
+  std::vector<std::string> fallbacks;  // quantized rows must be whole blocks
   std::string first_fallback;
   for (const WeightSource& ws : weights) {
     if (c.tie_embeddings && ws.name == "lm_head.weight") continue;
     DType dt = ws.shape.size() >= 2 ? dtype : DType::kF32;
+    if (auto it = options.tensor_dtypes.find(ws.name); it != options.tensor_dtypes.end()) {
+      dt = it->second;
+    }
     const int64_t cols = ws.shape.back();
-    if (IsQuantized(dt) && cols % kQuantBlock != 0) {
-      if (fallbacks.empty()) first_fallback = fmt::format("{} ({} columns)", ws.name, cols);
+    if (cols % DTypeBlockElems(dt) != 0) {
+      if (fallbacks.empty()) {
+        first_fallback = fmt::format("{} ({} columns, {} blocks of {})", ws.name, cols,
+                                     DTypeName(dt), DTypeBlockElems(dt));
+      }
       fallbacks.push_back(ws.name);
       dt = DType::kF16;
     }
@@ -355,8 +359,8 @@ Status WriteGgufModel(const ModelConfig& c, const std::vector<WeightSource>& wei
     RETURN_IF_ERROR(w.AddTensor(HfToGgufName(ws.name), dt, ws.shape, std::move(rows)));
   }
   if (!fallbacks.empty()) {
-    LOG_INFO("write gguf", "{} matrices written as f16 instead of {}: rows not a multiple of {} "
-             "(first: {})", fallbacks.size(), DTypeName(dtype), kQuantBlock, first_fallback);
+    LOG_INFO("write gguf", "{} matrices written as f16: rows not a whole number of blocks "
+             "(first: {})", fallbacks.size(), first_fallback);
   }
   return w.Write(path);
 }

@@ -2,6 +2,7 @@
 // a ModelConfig plus HF-named weights -> a GGUF file or a safetensors folder.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ StatusOr<std::string> HfConfigJson(const ModelConfig& c, DType dtype);
 
 struct GgufModelOptions {
   DType dtype = DType::kF16;          // for matrices; 1-D norms and biases stay F32
+  // Per-matrix dtypes that replace `dtype` (Hugging Face names, e.g.
+  // "model.layers.0.mlp.down_proj.weight"), as llama.cpp's mixes keep some
+  // matrices in a wider type.
+  std::map<std::string, DType> tensor_dtypes;
   const GgufVocab* vocab = nullptr;   // tokenizer.ggml.* to embed; null: "no_vocab"
   std::string name = "specd model";   // general.name
 };
@@ -43,8 +48,8 @@ struct GgufModelOptions {
 // Writes llama.cpp's layout: arch "llama" for llama/mistral (q/k rows
 // permuted for interleaved RoPE exactly as convert_hf_to_gguf.py does),
 // "qwen2"/"qwen3" unpermuted; llama3 RoPE scaling as rope_freqs.weight.
-// Matrices whose rows are not a multiple of 32 fall back from q8_0/q4_0 to
-// f16 (logged). Unsupported for llama_eagle3; MLA (DeepSeek-V2/V3) models go
+// Matrices whose rows are not a whole number of blocks of their quantized
+// dtype fall back to f16 (logged). Unsupported for llama_eagle3; MLA (DeepSeek-V2/V3) models go
 // to WriteDeepseek2Gguf (modelgen/gguf_deepseek2_writer.h).
 Status WriteGgufModel(const ModelConfig& c, const std::vector<WeightSource>& weights,
                       const GgufModelOptions& options, const std::string& path);

@@ -71,13 +71,15 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const RunnerOptions& 
   r->load_ = load;
   const ModelConfig& c = r->ckpt_->config();
   bool quantized = false;
+  int quant_block = 1;  // the largest block of the weights' dtypes
   size_t weight_bytes = 0;
   for (const auto& [name, t] : r->ckpt_->tensors()) {
     quantized |= IsQuantized(t.dtype);
+    quant_block = std::max(quant_block, DTypeBlockElems(t.dtype));
     weight_bytes += t.nbytes;
   }
   auto plan = ShardPlan::Create(c, comm->rank(), comm->world_size(), quantized,
-                                options.expert_parallel);
+                                options.expert_parallel, quant_block);
   if (!plan.ok()) return std::move(plan).TakeStatus().WithStage("shard plan");
   r->pool_ = std::make_unique<kernels::ThreadPool>(std::max(1, options.threads),
                                                      options.pool_spin_us, options.adapt_threads);

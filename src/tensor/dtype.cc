@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <vector>
 
 namespace specd {
@@ -18,20 +19,42 @@ const char* DTypeName(DType t) {
     case DType::kI64: return "i64";
     case DType::kBool: return "bool";
     case DType::kQ4_BF16: return "q4_bf16";
+    case DType::kQ4_1: return "q4_1";
+    case DType::kQ5_0: return "q5_0";
+    case DType::kQ5_1: return "q5_1";
+    case DType::kQ2_K: return "q2_k";
+    case DType::kQ3_K: return "q3_k";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kQ6_K: return "q6_k";
+    case DType::kIQ4_NL: return "iq4_nl";
+    case DType::kIQ4_XS: return "iq4_xs";
   }
   return "?";
 }
 
 StatusOr<DType> ParseDType(std::string_view name) {
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kI8,
-                  DType::kI32, DType::kI64, DType::kBool, DType::kQ4_BF16}) {
-    if (name == DTypeName(t)) return t;
+  for (int t = 0; t <= static_cast<int>(DType::kIQ4_XS); ++t) {
+    if (name == DTypeName(static_cast<DType>(t))) return static_cast<DType>(t);
   }
   return InvalidArgumentError("unknown dtype '" + std::string(name) +
-                              "': expected f32, f16, bf16, q8_0, q4_0 or q4_bf16");
+                              "': expected f32, f16, bf16, q8_0, q4_0, q4_bf16, q4_1, q5_0, q5_1, "
+                              "q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl or iq4_xs");
 }
 
-int DTypeBlockElems(DType t) { return IsQuantized(t) ? kQuantBlock : 1; }
+int DTypeBlockElems(DType t) {
+  switch (t) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_XS:
+      return kSuperBlock;
+    default:
+      return IsQuantized(t) ? kQuantBlock : 1;
+  }
+}
 
 size_t DTypeBlockBytes(DType t) {
   switch (t) {
@@ -45,12 +68,56 @@ size_t DTypeBlockBytes(DType t) {
     case DType::kI64: return 8;
     case DType::kBool: return 1;
     case DType::kQ4_BF16: return sizeof(BlockQ4_BF16);
+    case DType::kQ4_1: return sizeof(BlockQ4_1);
+    case DType::kQ5_0: return sizeof(BlockQ5_0);
+    case DType::kQ5_1: return sizeof(BlockQ5_1);
+    case DType::kQ2_K: return sizeof(BlockQ2_K);
+    case DType::kQ3_K: return sizeof(BlockQ3_K);
+    case DType::kQ4_K: return sizeof(BlockQ4_K);
+    case DType::kQ5_K: return sizeof(BlockQ5_K);
+    case DType::kQ6_K: return sizeof(BlockQ6_K);
+    case DType::kIQ4_NL: return sizeof(BlockIQ4_NL);
+    case DType::kIQ4_XS: return sizeof(BlockIQ4_XS);
   }
   return 0;
 }
 
 bool IsQuantized(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_BF16;
+  switch (t) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI8:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kBool:
+      return false;
+    default:
+      return true;
+  }
+}
+
+int BlockHalfOffsets(DType t, int* offsets) {
+  auto set = [offsets](size_t a, int n = 1, size_t b = 0) {
+    offsets[0] = static_cast<int>(a);
+    if (n == 2) offsets[1] = static_cast<int>(b);
+    return n;
+  };
+  switch (t) {
+    case DType::kQ8_0: return set(offsetof(BlockQ8_0, d));
+    case DType::kQ4_0: return set(offsetof(BlockQ4_0, d));
+    case DType::kQ5_0: return set(offsetof(BlockQ5_0, d));
+    case DType::kIQ4_NL: return set(offsetof(BlockIQ4_NL, d));
+    case DType::kIQ4_XS: return set(offsetof(BlockIQ4_XS, d));
+    case DType::kQ3_K: return set(offsetof(BlockQ3_K, d));
+    case DType::kQ6_K: return set(offsetof(BlockQ6_K, d));
+    case DType::kQ4_1: return set(offsetof(BlockQ4_1, d), 2, offsetof(BlockQ4_1, m));
+    case DType::kQ5_1: return set(offsetof(BlockQ5_1, d), 2, offsetof(BlockQ5_1, m));
+    case DType::kQ2_K: return set(offsetof(BlockQ2_K, d), 2, offsetof(BlockQ2_K, dmin));
+    case DType::kQ4_K: return set(offsetof(BlockQ4_K, d), 2, offsetof(BlockQ4_K, dmin));
+    case DType::kQ5_K: return set(offsetof(BlockQ5_K, d), 2, offsetof(BlockQ5_K, dmin));
+    default: return 0;
+  }
 }
 
 float F16ToF32(uint16_t h) {
@@ -205,6 +272,16 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    case DType::kQ4_1: DequantizeQ4_1(static_cast<const BlockQ4_1*>(src), dst, n); return;
+    case DType::kQ5_0: DequantizeQ5_0(static_cast<const BlockQ5_0*>(src), dst, n); return;
+    case DType::kQ5_1: DequantizeQ5_1(static_cast<const BlockQ5_1*>(src), dst, n); return;
+    case DType::kQ2_K: DequantizeQ2_K(static_cast<const BlockQ2_K*>(src), dst, n); return;
+    case DType::kQ3_K: DequantizeQ3_K(static_cast<const BlockQ3_K*>(src), dst, n); return;
+    case DType::kQ4_K: DequantizeQ4_K(static_cast<const BlockQ4_K*>(src), dst, n); return;
+    case DType::kQ5_K: DequantizeQ5_K(static_cast<const BlockQ5_K*>(src), dst, n); return;
+    case DType::kQ6_K: DequantizeQ6_K(static_cast<const BlockQ6_K*>(src), dst, n); return;
+    case DType::kIQ4_NL: DequantizeIQ4_NL(static_cast<const BlockIQ4_NL*>(src), dst, n); return;
+    case DType::kIQ4_XS: DequantizeIQ4_XS(static_cast<const BlockIQ4_XS*>(src), dst, n); return;
     default:
       for (int64_t i = 0; i < n; ++i) dst[i] = 0.f;
   }
@@ -238,6 +315,7 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
       return;
     }
     default:
+      QuantizeGgmlRow(t, src, dst, n);
       return;
   }
 }

@@ -12,6 +12,8 @@
 //                                      the loader re-orders its packed int32
 //                                      words into this layout. d * (q - 8) is
 //                                      exact in f32 (8 + 4 significant bits).
+// The other GGUF block types (Q4_1, Q5_0, Q5_1, the K-quants Q2_K..Q6_K,
+// IQ4_NL, IQ4_XS) are ggml's too; tensor/ggml_blocks.h has their layouts.
 #pragma once
 
 #include <cstddef>
@@ -21,11 +23,15 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "tensor/ggml_blocks.h"
 
 namespace specd {
 
 // New types go at the end: the values are stable.
-enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kI8, kI32, kI64, kBool, kQ4_BF16 };
+enum class DType : uint8_t {
+  kF32, kF16, kBF16, kQ8_0, kQ4_0, kI8, kI32, kI64, kBool, kQ4_BF16,
+  kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kIQ4_NL, kIQ4_XS
+};
 
 constexpr int kQuantBlock = 32;
 
@@ -50,11 +56,17 @@ static_assert(sizeof(BlockQ4_BF16) == 18);
 const char* DTypeName(DType t);
 // Accepts the names DTypeName prints ("f32", "q4_0", ...).
 StatusOr<DType> ParseDType(std::string_view name);
-// Elements per storage block: 32 for the quantized types, else 1.
+// Elements per storage block: 256 for the K-quants and IQ4_XS, 32 for the
+// other quantized types, else 1.
 int DTypeBlockElems(DType t);
 // Bytes per storage block.
 size_t DTypeBlockBytes(DType t);
+// Every block-quantized type (the ggml ones and Q4_BF16).
 bool IsQuantized(DType t);
+// Byte offsets within one block of t of its fp16 fields (scales, and mins
+// where the type has them) into offsets[0..1]; returns how many (0 for float,
+// integer and Q4_BF16 types). A block's values are all finite iff these are.
+int BlockHalfOffsets(DType t, int* offsets);
 // Bytes of a row of `n` elements. REQUIRES: n % DTypeBlockElems(t) == 0.
 inline size_t RowBytes(DType t, int64_t n) {
   return static_cast<size_t>(n / DTypeBlockElems(t)) * DTypeBlockBytes(t);
@@ -88,10 +100,13 @@ void QuantizeRowQ4_0(const float* x, BlockQ4_0* out, int64_t n);
 //   q[i] = round_half_even(clamp(bf16(x[i] / d), -8, 7))    (stored as q + 8)
 // REQUIRES: n % 32 == 0.
 void QuantizeRowQ4_BF16(const uint16_t* x_bf16, BlockQ4_BF16* out, int64_t n);
-// Converts one row of any float or quantized dtype to f32.
+// Converts one row of any float or quantized dtype to f32; exact (each
+// quantized type as its format defines it). REQUIRES: n % DTypeBlockElems(t)
+// == 0.
 void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
-// Converts one f32 row into `t` (f32, f16, bf16, q8_0, q4_0, q4_bf16; q4_bf16
-// rounds the row to bf16 first, then QuantizeRowQ4_BF16).
+// Converts one f32 row into `t` (any float or quantized dtype; q4_bf16 rounds
+// the row to bf16 first, then QuantizeRowQ4_BF16; the ggml types as
+// QuantizeGgmlRow). REQUIRES: n % DTypeBlockElems(t) == 0.
 void QuantizeRow(DType t, const float* src, void* dst, int64_t n);
 
 }  // namespace specd
