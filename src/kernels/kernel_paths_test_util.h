@@ -18,12 +18,31 @@ struct KernelPathCase {
   KernelPaths paths;
 };
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SPECD_KERNEL_PATHS_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SPECD_KERNEL_PATHS_SANITIZED 1
+#endif
+#endif
+
 // Every level the CPU supports with AMX off, then the best level with AMX on
 // where the CPU, the OS and the build allow the tiles. Never empty.
+// Sanitizer builds look for memory errors and races, not summation orders,
+// and run several times slower: there, only the process's own choice (what
+// the probe and SPECD_KERNEL_ISA / SPECD_AMX select); the release suite runs
+// every path.
 inline std::vector<KernelPathCase> KernelPathCasesOfThisCpu() {
   EnsureKernelPathsInitialized();
   const CpuFeatures& cpu = GetCpuFeatures();
   std::vector<KernelPathCase> cases;
+#ifdef SPECD_KERNEL_PATHS_SANITIZED
+  const KernelPaths& probe = GetKernelPaths();
+  cases.push_back({std::string(QuantDotIsaName(probe.quant_dot)) + (probe.amx_int8 ? "+amx" : ""),
+                   probe});
+  (void)cpu;
+  return cases;
+#endif
   for (QuantDotIsa isa : {QuantDotIsa::kScalar, QuantDotIsa::kAvx2, QuantDotIsa::kAvxVnni,
                           QuantDotIsa::kAvx512Vnni}) {
     if (!CpuSupports(cpu, isa)) continue;

@@ -4,6 +4,7 @@
 // the cases come from tests/python/gguf_quants_reference.py (its docstring
 // has the file layout read here).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdio>
@@ -72,7 +73,9 @@ std::string ReadSection(Reader& r, bool blocks_first, std::vector<Record>* out) 
 // Runs the reference script into *dequantized and *quantized; empty on
 // success, else why not.
 std::string RunReference(std::vector<Record>* dequantized, std::vector<Record>* quantized) {
-  const std::string out = ::testing::TempDir() + "gguf_quants_reference.bin";
+  // Per process: ctest runs this binary's tests side by side.
+  const std::string out =
+      ::testing::TempDir() + "gguf_quants_reference-" + std::to_string(::getpid()) + ".bin";
   const std::string cmd = "'" + testing::ReferencePython() + "' '" + SPECD_SOURCE_DIR +
                           "/tests/python/gguf_quants_reference.py' '" + out + "'";
   if (std::system(cmd.c_str()) != 0) return "failed: " + cmd;
