@@ -157,12 +157,7 @@ void CheckQueryRowAloneEqualsRowInBatch() {
 }
 
 TEST(AttentionTest, QueryRowAloneEqualsRowInBatchCausal) {
-  for (const KernelPathCase& c : KernelPathCasesOfThisCpu()) {
-    ScopedKernelPaths paths(c.paths);
-    SCOPED_TRACE("path " + c.name + ", float ops " + ActiveFloatTarget());
-    CheckQueryRowAloneEqualsRowInBatch();
-    if (HasFatalFailure()) return;
-  }
+  ForEachKernelPath(CheckQueryRowAloneEqualsRowInBatch);
 }
 
 // A tree-masked verify pass: node i's output equals that of a plain causal
@@ -215,12 +210,7 @@ void CheckTreeNodeEqualsDecodeOverItsPath() {
 }
 
 TEST(AttentionTest, TreeNodeEqualsDecodeOverItsPath) {
-  for (const KernelPathCase& c : KernelPathCasesOfThisCpu()) {
-    ScopedKernelPaths paths(c.paths);
-    SCOPED_TRACE("path " + c.name + ", float ops " + ActiveFloatTarget());
-    CheckTreeNodeEqualsDecodeOverItsPath();
-    if (HasFatalFailure()) return;
-  }
+  ForEachKernelPath(CheckTreeNodeEqualsDecodeOverItsPath);
 }
 
 }  // namespace

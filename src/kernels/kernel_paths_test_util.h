@@ -5,6 +5,8 @@
 // without AMX every level it has.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
 
@@ -81,5 +83,18 @@ class ScopedKernelPaths {
  private:
   bool ok_ = false;
 };
+
+// Runs `body` once under every case of KernelPathCasesOfThisCpu() with a
+// gtest trace naming the path and the float target; stops after the first
+// fatal failure.
+template <typename Body>
+void ForEachKernelPath(Body body) {
+  for (const KernelPathCase& c : KernelPathCasesOfThisCpu()) {
+    ScopedKernelPaths paths(c.paths);
+    SCOPED_TRACE("path " + c.name + ", float ops " + ActiveFloatTarget());
+    body();
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
 
 }  // namespace specd::kernels

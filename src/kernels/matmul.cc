@@ -532,6 +532,10 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
   const int64_t n_out = row_end - row_begin;
   if (n_out <= 0 || n_tokens <= 0) return;
   const int64_t k = w.cols();
+  if (cpu::IsDequantMatMulType(w.dtype)) {
+    DequantMatMul(w, row_begin, n_out, x, n_tokens, y, pool);
+    return;
+  }
   switch (w.dtype) {
     case DType::kQ8_0:
     case DType::kQ4_0:
@@ -539,18 +543,6 @@ void MatMulRows(const TensorView& w, int64_t row_begin, int64_t row_end, const f
       return;
     case DType::kQ4_BF16:
       Int4MatMul(w, row_begin, n_out, x, n_tokens, y, pool);
-      return;
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
-      DequantMatMul(w, row_begin, n_out, x, n_tokens, y, pool);
       return;
     case DType::kBF16:
       if (w.layout == WeightLayout::kRows16) {
