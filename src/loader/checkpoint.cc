@@ -69,7 +69,9 @@ Status CheckUnreadTensors(const CheckpointBuilder& ck, const std::vector<TensorS
   std::vector<std::string> past, mtp, other;
   int max_layer = -1;
   for (const auto& [name, t] : ck.tensors()) {
-    if (read.count(name)) continue;
+    // rope_freqs.weight holds llama3 RoPE factors the config already gives
+    // (ModelConfig::rope_scaling): expected, not read.
+    if (read.count(name) || name == "rope_freqs.weight") continue;
     const int layer = LayerOf(name);
     if (layer >= c.n_layers + c.n_mtp_layers) {
       past.push_back(name);
@@ -91,8 +93,8 @@ Status CheckUnreadTensors(const CheckpointBuilder& ck, const std::vector<TensorS
   }
   if (!mtp.empty() || !other.empty()) {
     std::vector<std::string> some(other.begin(), other.begin() + std::min<size_t>(3, other.size()));
-    LOG_WARN("load weights", "{}: {} tensors no layer of the config reads were ignored ({} of {} "
-             "MTP layers{}{})",
+    LOG_WARN("load weights", "{}: {} tensors no layer of the config reads were ignored ({} in "
+             "the config's {} MTP layers{}{})",
              ck.path(), mtp.size() + other.size(), mtp.size(), c.n_mtp_layers,
              other.empty() ? "" : fmt::format("; {} others, e.g. ", other.size()),
              fmt::format("{}", fmt::join(some, ", ")));
