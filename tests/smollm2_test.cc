@@ -9,7 +9,12 @@
 // the reference's top-2 logit margin is below kNearTie (f32 summation order
 // can flip such a near-tie); a departure at a wider margin is a real one and
 // fails. Both counts are printed.
+//
+// Served: `specd serve` on the file answers the official `openai` client
+// through the file's own chat template, streaming and not, stopping at
+// <|im_end|> (tests/python/smollm2_chat.py).
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "base/test_reference.h"
+#include "serve_process.h"
 #include "test_util.h"
 
 namespace specd {
@@ -92,6 +98,36 @@ TEST(SmolLm2Test, GreedyContinuationsFollowTheF32Reference) {
   std::printf("SmolLM2 greedy vs the f32 reference: %d exact, %d near-tie departures, %d real "
               "departures of %zu prompts\n",
               exact, near_tie, real, golden["cases"].size());
+}
+
+TEST(SmolLm2Test, ServedThroughItsChatTemplateToTheOpenAiClient) {
+  const std::string model = SmolLm2Path();
+  if (!std::filesystem::exists(model)) {
+    SPECD_REFERENCE_MISSING(model << " is missing (run scripts/fetch-models.sh)");
+  }
+  for (const char* module : {"openai", "gguf", "jinja2"}) {
+    const std::string why = testing::PythonModuleMissing(module);
+    if (!why.empty()) SPECD_REFERENCE_MISSING(why);
+  }
+  testing::TempDir dir;
+  testing::ServeProcess serve(dir.path() + "/serve.log");
+  std::string why;
+  ASSERT_TRUE(serve.Start({"serve", "--model", model, "--port", "0", "--served-model-name",
+                           "smollm2", "--threads", "2"},
+                          "", &why))
+      << why;
+  int st = 0;
+  const std::string out = RunCommand(
+      "SPECD_BASE_URL=http://127.0.0.1:" + std::to_string(serve.port()) +
+          "/v1 SPECD_MODEL=smollm2 SPECD_GGUF='" + model + "' SPECD_BIN='" + SpecdBinary() +
+          "' '" + testing::ReferencePython() + "' '" + SPECD_SOURCE_DIR +
+          "/tests/python/smollm2_chat.py' 2>&1",
+      &st);
+  std::printf("%s", out.c_str());
+  EXPECT_EQ(st, 0) << out << "\nserver log:\n" << serve.log();
+  EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
+  serve.Signal(SIGTERM);
+  EXPECT_EQ(serve.Wait(20), 0) << serve.log();
 }
 
 }  // namespace
